@@ -1,0 +1,5 @@
+"""``python -m newsletter``."""
+
+from .cli import main
+
+main(prog_name="newsletter")

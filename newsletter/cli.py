@@ -1,0 +1,326 @@
+"""The ``newsletter`` command: parse, call the library, print. Nothing else lives here.
+
+Exit codes (DESIGN.md): 0 success; 1 finished with failures (rejected records,
+failed deliveries); 2 usage or configuration error. A user error prints one
+line (``error: …``), never a traceback unless ``-v``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import click
+
+from . import __version__
+from .config import DEFAULT_CONFIG, Config, load_config, utcnow
+from .errors import ConfigError, LockError, NewsletterError
+
+log = logging.getLogger("newsletter")
+
+
+class Context:
+    """What every command gets: the config path and verbosity."""
+
+    def __init__(self, config_path: str, verbose: int, quiet: bool) -> None:
+        self.config_path, self.verbose, self.quiet = config_path, verbose, quiet
+        self._config: Optional[Config] = None
+
+    @property
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = load_config(self.config_path)
+        return self._config
+
+    def say(self, text: str = "") -> None:
+        if not self.quiet:
+            click.echo(text)
+
+
+def handle_errors(fn):
+    """Turn library errors into one line and the right exit code."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        ctx = click.get_current_context().find_object(Context)
+        try:
+            return fn(*args, **kwargs)
+        except (ConfigError,) as exc:
+            _fail(ctx, exc, 2)
+        except LockError as exc:
+            _fail(ctx, exc, 1)
+        except NewsletterError as exc:
+            _fail(ctx, exc, 1)
+        except OSError as exc:
+            _fail(ctx, exc, 1, prefix=f"{type(exc).__name__}: ")
+    return wrapper
+
+
+def _fail(ctx: Optional[Context], exc: BaseException, code: int, prefix: str = "") -> None:
+    if ctx and ctx.verbose:
+        import traceback
+        traceback.print_exception(exc, file=sys.stderr)
+    click.echo(f"error: {prefix}{exc}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", envvar="NEWSLETTER_CONFIG", default=DEFAULT_CONFIG,
+              show_default=True, help="Configuration file (env NEWSLETTER_CONFIG).")
+@click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+@click.version_option(__version__, prog_name="newsletter")
+@click.pass_context
+def main(ctx: click.Context, config_path: str, verbose: int, quiet: bool) -> None:
+    """Publish tagged code reviews as per-tag Atom feeds and a weekly email."""
+    level = logging.DEBUG if verbose else (logging.ERROR if quiet else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    ctx.obj = Context(config_path, verbose, quiet)
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+def _print_gather(ctx: Context, report) -> None:
+    for line in report.problems:
+        click.echo(f"rejected: {line}", err=True)
+    for line in report.warnings:
+        if ctx.verbose or not ctx.quiet:
+            click.echo(f"warning: {line}", err=True)
+    ctx.say(f"gather: {report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
+            f"{report.rejected} rejected" + (f", {report.failed_sources} source(s) failed"
+                                             if report.failed_sources else ""))
+
+
+@main.command()
+@pass_ctx
+@handle_errors
+def gather(ctx: Context) -> None:
+    """Read every source into the store."""
+    from .gather import gather as do_gather
+    from .lock import RunLock
+    from .store import Store
+
+    config = ctx.config
+    with RunLock(config.store_path), Store(config.store_path) as store:
+        report = do_gather(config, store, utcnow())
+    _print_gather(ctx, report)
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@pass_ctx
+@handle_errors
+def feeds(ctx: Context) -> None:
+    """Write the feeds directory from the store."""
+    from .feeds import build_feeds
+    from .store import Store
+
+    config = ctx.config
+    with Store(config.store_path) as store:
+        report = build_feeds(config, store)
+    ctx.say(f"feeds: {len(report.written)} written, {len(report.unchanged)} unchanged in {config.feeds.dir}")
+
+
+@main.command()
+@click.option("--issue", "issue_id", help="Issue id like 2026-W48 (default: the upcoming one).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("preview"),
+              show_default=True, help="Directory for the files.")
+@pass_ctx
+@handle_errors
+def preview(ctx: Context, issue_id: Optional[str], out_dir: Path) -> None:
+    """Render an issue (HTML, text, .eml) to files without sending."""
+    from .job import preview as do_preview
+
+    for path in do_preview(ctx.config, utcnow, out_dir, issue_id):
+        ctx.say(str(path))
+
+
+@main.command()
+@click.option("--issue", "issue_id", help="Issue id like 2026-W48 (default: the one due now).")
+@click.option("--to", "to_addr", help="Send one test copy to this address; records nothing.")
+@click.option("--dry-run", is_flag=True, help="Say what would be sent; write nothing.")
+@pass_ctx
+@handle_errors
+def send(ctx: Context, issue_id: Optional[str], to_addr: Optional[str], dry_run: bool) -> None:
+    """Deliver an issue (resumable and idempotent)."""
+    from . import job
+
+    config = ctx.config
+    if dry_run:
+        info = job.dry_run(config, utcnow, issue_id)
+        click.echo(f"dry run: issue {info['issue']} ({info['status']}): {info['reviews']} reviews; "
+                   f"would send {info['recipients']} message(s) via {config.transport.kind}; "
+                   f"{info['already_sent']} already sent; {info['no_matching_reviews']} without matching reviews")
+        return
+    if to_addr:
+        issue, result = job.send_test_copy(config, utcnow, to_addr, issue_id)
+        if result.status != "sent":
+            click.echo(f"error: test copy of {issue.id} to {to_addr} {result.status}: {result.error}", err=True)
+            sys.exit(1)
+        ctx.say(f"test copy of {issue.id} sent to {to_addr} ({result.provider_id})")
+        return
+    issue, summary = job.send_issue(config, utcnow, issue_id)
+    _print_delivery(ctx, config, issue.id, summary)
+    sys.exit(0 if summary.ok else 1)
+
+
+def _print_delivery(ctx: Context, config: Config, issue_id: str, summary) -> None:
+    c, l = summary.counts, summary.ledger
+    ctx.say(f"send {issue_id}: {c.get('sent', 0)} sent, {c.get('failed', 0)} failed, "
+            f"{c.get('skipped', 0)} skipped, {c.get('unknown', 0)} unknown this run; "
+            f"ledger: " + ", ".join(f"{k} {v}" for k, v in sorted(l.items())))
+    for err, n in summary.errors.most_common(10):
+        click.echo(f"failed: {n} × {err}", err=True)
+    if config.transport.kind == "outbox":
+        ctx.say(f"messages: {Path(config.transport.options.get('dir', 'outbox'))}")
+
+
+@main.command()
+@pass_ctx
+@handle_errors
+def run(ctx: Context) -> None:
+    """The scheduled job: gather → compose the due issue → feeds → send it if not yet sent."""
+    from .job import run_job
+
+    config = ctx.config
+    report = run_job(config, utcnow)
+    _print_gather(ctx, report.gather)
+    ctx.say(f"feeds: {len(report.feeds.written)} written, {len(report.feeds.unchanged)} unchanged in {config.feeds.dir}")
+    issue = report.issue
+    if issue is None:
+        ctx.say("issue: none due")
+    elif report.delivery is None:
+        ctx.say(f"issue {issue.id}: {issue.status} ({issue.review_count} reviews); nothing to send")
+    else:
+        _print_delivery(ctx, config, issue.id, report.delivery)
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_ctx
+@handle_errors
+def status(ctx: Context, as_json: bool) -> None:
+    """Last gather, subscribers, issues and their delivery counts."""
+    from .job import status as do_status
+
+    info = do_status(ctx.config)
+    if as_json:
+        click.echo(json.dumps(info, ensure_ascii=False, indent=2))
+        return
+    g = info["last_gather"]
+    click.echo(f"store: {info['store']} ({info['reviews']} reviews)")
+    click.echo("last gather: " + (f"{g['at']}: {g['new']} new, {g['updated']} updated, {g['unchanged']} unchanged, "
+                                  f"{g['rejected']} rejected" if g else "never"))
+    click.echo("subscribers: " + (", ".join(f"{k} {v}" for k, v in sorted(info["subscribers"].items())) or "none"))
+    for i in info["issues"]:
+        d = ", ".join(f"{k} {v}" for k, v in sorted(i["deliveries"].items())) or "no deliveries"
+        click.echo(f"issue {i['id']}: {i['status']}, {i['reviews']} reviews; {d}")
+        for p in i["problems"]:
+            click.echo(f"  {p['status']}: {p['email']}: {p['error']}")
+
+
+@main.group()
+def subscribers() -> None:
+    """Manage recipients."""
+
+
+@subscribers.command("add")
+@click.argument("email")
+@click.option("--name", default="", help="Display name.")
+@click.option("--tags", default="", help="Comma-separated tags to follow (default: every tag).")
+@pass_ctx
+@handle_errors
+def subscribers_add(ctx: Context, email: str, name: str, tags: str) -> None:
+    """Add a subscriber (or change one; re-activates a suppressed address)."""
+    from .store import Store
+    from .subscribers import make_subscriber
+
+    try:
+        sub = make_subscriber(email, name, tags, sep=",")
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
+    with Store(ctx.config.store_path) as store:
+        outcome = store.upsert_subscriber(sub, utcnow(), reactivate=True)
+    ctx.say(f"{sub.email}: {outcome}")
+
+
+@subscribers.command("remove")
+@click.argument("email")
+@pass_ctx
+@handle_errors
+def subscribers_remove(ctx: Context, email: str) -> None:
+    """Unsubscribe an address (kept as suppressed so it is never mailed again)."""
+    from .store import Store
+    from .subscribers import normalize_email
+
+    try:
+        addr = normalize_email(email)
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
+    with Store(ctx.config.store_path) as store:
+        found = store.set_subscriber_status(addr, "unsubscribed", utcnow())
+    if not found:
+        click.echo(f"error: {addr} is not a subscriber", err=True)
+        sys.exit(1)
+    ctx.say(f"{addr}: unsubscribed")
+
+
+@subscribers.command("list")
+@click.option("--status", type=click.Choice(["active", "unsubscribed", "bounced", "complained"]))
+@pass_ctx
+@handle_errors
+def subscribers_list(ctx: Context, status: Optional[str]) -> None:
+    """List subscribers: address, status, name, followed tags."""
+    from .store import Store
+
+    with Store(ctx.config.store_path) as store:
+        names = {k: t.name for k, t in store.tags().items()}
+        for s in store.subscribers(status):
+            tags = ", ".join(names.get(k, k) for k in s.tags) or "*"
+            click.echo(f"{s.email}\t{s.status}\t{s.name}\t{tags}")
+
+
+@subscribers.command("import")
+@click.argument("csv_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@pass_ctx
+@handle_errors
+def subscribers_import(ctx: Context, csv_file: Path) -> None:
+    """Import subscribers from CSV (email,name,tags; tags separated by |)."""
+    from .store import Store
+    from .subscribers import import_csv
+
+    with Store(ctx.config.store_path) as store, csv_file.open(encoding="utf-8-sig", newline="") as fh:
+        r = import_csv(store, fh, str(csv_file), utcnow())
+    for line in r.problems:
+        click.echo(f"rejected: {line}", err=True)
+    ctx.say(f"import: {r.added} added, {r.updated} updated, {r.unchanged} unchanged, "
+            f"{r.suppressed} suppressed (left unsubscribed), {r.rejected} rejected")
+    sys.exit(1 if r.rejected else 0)
+
+
+@subscribers.command("export")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), help="File (default: stdout).")
+@pass_ctx
+@handle_errors
+def subscribers_export(ctx: Context, out: Optional[Path]) -> None:
+    """Export subscribers as CSV."""
+    from .store import Store
+    from .subscribers import export_csv
+    from .writer import Writer
+
+    with Store(ctx.config.store_path) as store:
+        text = export_csv(store.subscribers(), {k: t.name for k, t in store.tags().items()})
+    if out:
+        Writer(out.parent).write(out.name, text.encode("utf-8"))
+    else:
+        click.echo(text, nl=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

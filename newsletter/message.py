@@ -1,0 +1,139 @@
+"""Building one RFC 5322 message per recipient.
+
+- ``multipart/alternative``: ``text/plain`` then ``text/html``, both UTF-8,
+  transfer-encoded 7-bit-safe (quoted-printable or base64, whichever is shorter).
+- Non-ASCII display names and subjects are RFC 2047 encoded words; addresses stay plain;
+  internationalised domains are written as IDNA (RFC 5891) A-labels.
+- ``List-Id`` (RFC 2919), ``List-Unsubscribe`` (RFC 2369) with https and mailto,
+  ``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058).
+- ``Message-ID`` is derived from the issue and the recipient, so a copy sent
+  again after a crash carries the same id (receivers can de-duplicate).
+- Every header value built from data has CR, LF and other line separators
+  replaced by spaces, so no input can add a header.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from email import policy
+from email.header import Header
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime, parseaddr
+from typing import Optional
+
+from .errors import ConfigError
+from .models import OutgoingMessage
+
+POLICY = policy.SMTP.clone(cte_type="7bit", max_line_length=998)
+_BREAKS = re.compile("[\r\n\u2028\u2029\x85\x0b\x0c\x00-\x08\x0e-\x1f]+")
+
+
+def one_line(value: str) -> str:
+    """``value`` with every line break and control character replaced by one space."""
+    return _BREAKS.sub(" ", value).strip()
+
+
+def idna_address(addr: str) -> str:
+    """``local@domain`` with the domain in IDNA A-label form (``例子.测试`` → ``xn--fsqu00a.xn--0zwm56d``).
+
+    Raises:
+        ValueError: the address has no ``@`` or the domain is not valid IDNA.
+    """
+    local, at, domain = addr.rpartition("@")
+    if not at or not local or not domain:
+        raise ValueError(f"{addr!r} is not an address")
+    try:
+        ascii_domain = domain.encode("idna").decode("ascii") if not domain.isascii() else domain
+    except UnicodeError:
+        raise ValueError(f"domain of {addr!r} is not a valid internationalised domain") from None
+    return f"{local}@{ascii_domain.lower()}"
+
+
+def make_address(name: str, addr: str) -> Address:
+    """An :class:`Address` with a one-line display name and an IDNA domain."""
+    return Address(display_name=one_line(name), addr_spec=idna_address(addr))
+
+
+def parse_sender(value: str, where: str = "[email] from") -> Address:
+    """Parse ``"Name <addr>"`` from the config.
+
+    Raises:
+        ConfigError: empty or not an address.
+    """
+    name, addr = parseaddr(value)
+    if not addr or "@" not in addr:
+        raise ConfigError(f"{where}: {value!r} is not an email address")
+    try:
+        return make_address(name, addr)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def message_id(issue_id: str, recipient: str, domain: str) -> str:
+    """``<issue>.<16 hex of SHA-256(recipient)>@<domain>`` without brackets; stable for a pair."""
+    digest = hashlib.sha256(recipient.lower().encode()).hexdigest()[:16]
+    return f"{issue_id}.{digest}@{domain}"
+
+
+def list_id_header(title: str, list_id: str) -> str:
+    """``List-Id`` value: the title as phrase (RFC 2047 if needed) and ``<list_id>``."""
+    title = one_line(title).replace('"', "'")
+    phrase = f'"{title}"' if title.isascii() else Header(title, "utf-8").encode()
+    return f"{phrase} <{list_id}>"
+
+
+def build_message(*, sender: Address, reply_to: str, to_name: str, to_addr: str, subject: str,
+                  html: str, text: str, issue_id: str, list_id: str, list_title: str,
+                  unsubscribe_url: str, unsubscribe_mailto: str, now: datetime,
+                  extra_headers: Optional[dict[str, str]] = None) -> OutgoingMessage:
+    """One personalised message.
+
+    Args:
+        sender: the ``From`` address.
+        reply_to: ``Reply-To`` or ``""``.
+        to_name, to_addr: the recipient.
+        subject: one line (line breaks are replaced anyway).
+        html, text: the personalised bodies.
+        issue_id: the issue (goes into ``Message-ID``).
+        list_id, list_title: for ``List-Id``.
+        unsubscribe_url: https one-click link; ``unsubscribe_mailto``: address or ``""``.
+        now: aware ``Date``.
+        extra_headers: more headers, values made one line.
+
+    Returns:
+        An :class:`OutgoingMessage` with the CRLF bytes and the same content as fields.
+
+    Raises:
+        ValueError: the recipient address cannot be written (bad domain).
+    """
+    msg = EmailMessage(policy=POLICY)
+    to = make_address(to_name, to_addr)
+    mid = message_id(issue_id, to.addr_spec, sender.domain or "localhost")
+    msg["From"] = sender
+    msg["To"] = to
+    if reply_to:
+        msg["Reply-To"] = one_line(reply_to)
+    msg["Subject"] = one_line(subject)
+    msg["Date"] = format_datetime(now)
+    msg["Message-ID"] = f"<{mid}>"
+    headers = {"List-Id": list_id_header(list_title, list_id)}
+    unsub = [f"<{unsubscribe_url}>"]
+    if unsubscribe_mailto:
+        unsub.append(f"<mailto:{unsubscribe_mailto}?subject=unsubscribe>")
+    headers["List-Unsubscribe"] = ", ".join(unsub)
+    headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
+    for k, v in (extra_headers or {}).items():
+        headers[one_line(k)] = one_line(v)
+    for k, v in headers.items():
+        msg[k] = v
+    msg.set_content(text, subtype="plain", charset="utf-8")
+    msg.add_alternative(html, subtype="html", charset="utf-8")
+    data = msg.as_bytes(policy=POLICY)
+    return OutgoingMessage(
+        recipient=to.addr_spec, data=data, message_id=mid, sender=sender.addr_spec,
+        fields={"from": str(sender), "to": str(to), "to_addr": to.addr_spec, "to_name": to.display_name,
+                "subject": one_line(subject), "html": html, "text": text,
+                "reply_to": one_line(reply_to), "headers": headers, "message_id": mid})

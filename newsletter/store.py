@@ -1,0 +1,472 @@
+"""The SQLite store: reviews, tags, issues, subscribers and the delivery ledger.
+
+One file (``[store] path``), WAL journal, foreign keys on. The schema is a list of
+numbered migrations; ``PRAGMA user_version`` records how many ran, so opening
+an old store upgrades it and opening twice is safe. Times are stored as UTC
+ISO 8601 text (``2026-11-23T02:15:00+00:00``) which sorts chronologically.
+
+Every write that must stand or fall together runs in :meth:`Store.transaction`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterable, Iterator, Optional
+
+from .errors import StoreError
+from .models import Issue, Review, StoredReview, Subscriber, Tag
+from .tags import tag_key, unique_slug
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema
+    """
+    CREATE TABLE reviews (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        title TEXT NOT NULL,
+        url TEXT NOT NULL,
+        tags TEXT NOT NULL,              -- JSON list of tag keys, in the review's order
+        published TEXT NOT NULL,          -- RFC 3339 as given (offset kept)
+        published_utc TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        updated_utc TEXT NOT NULL,
+        body TEXT NOT NULL DEFAULT '',
+        summary TEXT NOT NULL DEFAULT '',
+        repo TEXT NOT NULL DEFAULT '',
+        author TEXT NOT NULL DEFAULT '',
+        body_html TEXT NOT NULL DEFAULT '',
+        content_hash TEXT NOT NULL,
+        gathered_at TEXT NOT NULL,
+        changed_at TEXT NOT NULL,
+        issue_id TEXT                     -- NULL: not yet in an issue; '-' : never mailed (before email.since)
+    );
+    CREATE INDEX reviews_published ON reviews (published_utc DESC, id);
+    CREATE INDEX reviews_issue ON reviews (issue_id);
+    CREATE TABLE tags (
+        key TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        slug TEXT NOT NULL UNIQUE,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE review_tags (
+        review_seq INTEGER NOT NULL REFERENCES reviews (seq) ON DELETE CASCADE,
+        tag_key TEXT NOT NULL REFERENCES tags (key),
+        published_utc TEXT NOT NULL,
+        PRIMARY KEY (review_seq, tag_key)
+    );
+    CREATE INDEX review_tags_by_tag ON review_tags (tag_key, published_utc DESC);
+    CREATE TABLE http_cache (
+        url TEXT PRIMARY KEY,
+        etag TEXT NOT NULL DEFAULT '',
+        next_url TEXT
+    );
+    CREATE TABLE gathers (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        new INTEGER NOT NULL, updated INTEGER NOT NULL, unchanged INTEGER NOT NULL,
+        rejected INTEGER NOT NULL, failed_sources INTEGER NOT NULL
+    );
+    CREATE TABLE issues (
+        id TEXT PRIMARY KEY,
+        period_start TEXT NOT NULL,
+        period_end TEXT NOT NULL,
+        composed_at TEXT NOT NULL,
+        status TEXT NOT NULL,             -- composed | sending | sent | empty
+        review_count INTEGER NOT NULL,
+        sent_at TEXT
+    );
+    CREATE TABLE subscribers (
+        email TEXT PRIMARY KEY COLLATE NOCASE,
+        name TEXT NOT NULL DEFAULT '',
+        tags TEXT NOT NULL DEFAULT '[]',  -- JSON list of tag keys; [] = every tag
+        status TEXT NOT NULL DEFAULT 'active',
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE deliveries (
+        issue_id TEXT NOT NULL REFERENCES issues (id),
+        email TEXT NOT NULL COLLATE NOCASE,
+        status TEXT NOT NULL,             -- pending | sending | sent | failed | unknown | skipped
+        provider_id TEXT NOT NULL DEFAULT '',
+        error TEXT NOT NULL DEFAULT '',
+        attempts INTEGER NOT NULL DEFAULT 0,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (issue_id, email)
+    );
+    CREATE INDEX deliveries_status ON deliveries (issue_id, status);
+    """,
+]
+
+REVIEW_COLUMNS = ("seq, id, title, url, tags, published, updated, body, summary, repo, author, "
+                  "body_html, issue_id")
+
+
+def _iso(dt: datetime) -> str:
+    return dt.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def _dt(text: Optional[str]) -> Optional[datetime]:
+    return datetime.fromisoformat(text) if text else None
+
+
+def content_hash(review: Review) -> str:
+    """SHA-256 of a review's content; equal hashes mean nothing a reader sees changed."""
+    doc = {
+        "id": review.id, "title": review.title, "url": review.url, "tags": list(review.tags),
+        "published": review.published.isoformat(), "updated": review.updated.isoformat(),
+        "body": review.body, "summary": review.summary, "repo": review.repo,
+        "author": review.author,
+    }
+    return hashlib.sha256(json.dumps(doc, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+
+
+class Store:
+    """A connection to the store file.
+
+    Args:
+        path: the SQLite file; its directory is created if missing.
+        must_exist: refuse to create a new store (read-only commands).
+
+    Raises:
+        StoreError: the file cannot be opened, is not a newsletter store, or was
+            written by a newer version (schema newer than this code knows).
+    """
+
+    def __init__(self, path: Path | str, must_exist: bool = False) -> None:
+        self.path = Path(path)
+        if must_exist and not self.path.exists():
+            raise StoreError(f"{self.path}: no store yet", hint="run `newsletter gather` first")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.row_factory = sqlite3.Row
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: cannot open store: {exc}") from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot open store: {exc.strerror}") from None
+        self._tags: Optional[dict[str, Tag]] = None
+
+    # --- plumbing -------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > len(MIGRATIONS):
+            raise StoreError(f"{self.path}: store schema {version} is newer than this newsletter "
+                             f"knows ({len(MIGRATIONS)})", hint="upgrade newsletter")
+        for n in range(version, len(MIGRATIONS)):
+            with self.transaction():
+                for statement in MIGRATIONS[n].split(";\n"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute(f"PRAGMA user_version = {n + 1}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolls back on any exception (nested calls join the outer one)."""
+        if self.db.in_transaction:
+            yield self.db
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            self._tags = None
+            raise
+        self.db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.db.close()
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- tags -----------------------------------------------------------------
+
+    def tags(self) -> dict[str, Tag]:
+        """Every tag ever seen, by key."""
+        if self._tags is None:
+            self._tags = {r["key"]: Tag(r["key"], r["name"], r["slug"])
+                          for r in self.db.execute("SELECT key, name, slug FROM tags")}
+        return self._tags
+
+    def ensure_tag(self, name: str, now: datetime) -> Tag:
+        """The tag for a display name, created (with a new unique slug) on first sight."""
+        key = tag_key(name)
+        tags = self.tags()
+        if key in tags:
+            return tags[key]
+        slug = unique_slug(key, {t.slug for t in tags.values()})
+        self.db.execute("INSERT INTO tags (key, name, slug, created_at) VALUES (?, ?, ?, ?)",
+                        (key, name, slug, _iso(now)))
+        tags[key] = Tag(key, name, slug)
+        return tags[key]
+
+    def tag_counts(self) -> list[tuple[Tag, int, Optional[datetime]]]:
+        """Each tag with its number of reviews and newest ``published``, by name."""
+        rows = self.db.execute(
+            "SELECT t.key, count(rt.review_seq) AS n, max(rt.published_utc) AS newest "
+            "FROM tags t LEFT JOIN review_tags rt ON rt.tag_key = t.key GROUP BY t.key").fetchall()
+        tags = self.tags()
+        out = [(tags[r["key"]], r["n"], _dt(r["newest"])) for r in rows]
+        out.sort(key=lambda x: x[0].name.casefold())
+        return out
+
+    # --- reviews --------------------------------------------------------------
+
+    def review_hashes(self) -> dict[str, str]:
+        """Review id → :func:`content_hash` of what is stored."""
+        return {r[0]: r[1] for r in self.db.execute("SELECT id, content_hash FROM reviews")}
+
+    def upsert_review(self, review: Review, body_html: str, now: datetime) -> str:
+        """Insert or update one review.
+
+        Returns:
+            ``"new"``, ``"updated"`` (same id, changed content) or ``"unchanged"``.
+        """
+        digest = content_hash(review)
+        row = self.db.execute("SELECT seq, content_hash FROM reviews WHERE id = ?",
+                              (review.id,)).fetchone()
+        if row and row["content_hash"] == digest:
+            return "unchanged"
+        tags = [self.ensure_tag(name, now) for name in review.tags]
+        values = (review.title, review.url, json.dumps([t.key for t in tags], ensure_ascii=False),
+                  review.published.isoformat(), _iso(review.published),
+                  review.updated.isoformat(), _iso(review.updated),
+                  review.body, review.summary, review.repo, review.author, body_html, digest)
+        if row:
+            seq = row["seq"]
+            self.db.execute(
+                "UPDATE reviews SET title=?, url=?, tags=?, published=?, published_utc=?, updated=?, "
+                "updated_utc=?, body=?, summary=?, repo=?, author=?, body_html=?, content_hash=?, "
+                "changed_at=? WHERE seq=?", values + (_iso(now), seq))
+            self.db.execute("DELETE FROM review_tags WHERE review_seq = ?", (seq,))
+            outcome = "updated"
+        else:
+            cur = self.db.execute(
+                "INSERT INTO reviews (id, title, url, tags, published, published_utc, updated, "
+                "updated_utc, body, summary, repo, author, body_html, content_hash, gathered_at, "
+                "changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (review.id,) + values + (_iso(now), _iso(now)))
+            seq = cur.lastrowid
+            outcome = "new"
+        self.db.executemany(
+            "INSERT INTO review_tags (review_seq, tag_key, published_utc) VALUES (?, ?, ?)",
+            [(seq, t.key, _iso(review.published)) for t in tags])
+        return outcome
+
+    def _stored(self, rows: Iterable[sqlite3.Row]) -> list[StoredReview]:
+        tags = self.tags()
+        out = []
+        for r in rows:
+            keys = json.loads(r["tags"])
+            review = Review(
+                id=r["id"], title=r["title"], url=r["url"],
+                tags=tuple(tags[k].name for k in keys),
+                published=datetime.fromisoformat(r["published"]),
+                updated=datetime.fromisoformat(r["updated"]),
+                body=r["body"], summary=r["summary"], repo=r["repo"], author=r["author"])
+            out.append(StoredReview(review, tuple(tags[k] for k in keys), r["body_html"],
+                                    r["issue_id"]))
+        return out
+
+    def review_count(self) -> int:
+        """How many reviews are stored."""
+        return self.db.execute("SELECT count(*) FROM reviews").fetchone()[0]
+
+    def latest_reviews(self, limit: int, tag: Optional[str] = None) -> list[StoredReview]:
+        """The newest reviews by ``published`` (then id), all or of one tag key."""
+        if tag is None:
+            rows = self.db.execute(
+                f"SELECT {REVIEW_COLUMNS} FROM reviews ORDER BY published_utc DESC, id LIMIT ?",
+                (limit,))
+        else:
+            rows = self.db.execute(
+                f"SELECT {', '.join('r.' + c.strip() for c in REVIEW_COLUMNS.split(','))} "
+                "FROM review_tags rt JOIN reviews r ON r.seq = rt.review_seq "
+                "WHERE rt.tag_key = ? ORDER BY rt.published_utc DESC, r.id LIMIT ?", (tag, limit))
+        return self._stored(rows)
+
+    def reviews_in_issue(self, issue_id: str) -> list[StoredReview]:
+        """The reviews of one issue, newest first."""
+        return self._stored(self.db.execute(
+            f"SELECT {REVIEW_COLUMNS} FROM reviews WHERE issue_id = ? "
+            "ORDER BY published_utc DESC, id", (issue_id,)))
+
+    def pending_reviews(self, gathered_before: datetime) -> list[StoredReview]:
+        """Reviews in no issue yet, gathered before the given time, newest first."""
+        return self._stored(self.db.execute(
+            f"SELECT {REVIEW_COLUMNS} FROM reviews WHERE issue_id IS NULL AND gathered_at <= ? "
+            "ORDER BY published_utc DESC, id", (_iso(gathered_before),)))
+
+    # --- gathers and HTTP cache ----------------------------------------------
+
+    def http_cache(self) -> dict[str, tuple[str, Optional[str]]]:
+        """Page URL → (ETag, next URL) from the last successful read."""
+        return {r["url"]: (r["etag"], r["next_url"])
+                for r in self.db.execute("SELECT url, etag, next_url FROM http_cache")}
+
+    def save_http_cache(self, entries: dict[str, tuple[str, Optional[str]]]) -> None:
+        """Remember validators for the next run."""
+        self.db.executemany(
+            "INSERT INTO http_cache (url, etag, next_url) VALUES (?, ?, ?) "
+            "ON CONFLICT (url) DO UPDATE SET etag = excluded.etag, next_url = excluded.next_url",
+            [(u, e, n) for u, (e, n) in entries.items()])
+
+    def record_gather(self, at: datetime, counts: dict[str, int]) -> None:
+        """Log one gather's counts (``new``, ``updated``, ``unchanged``, ``rejected``, ``failed_sources``)."""
+        self.db.execute(
+            "INSERT INTO gathers (at, new, updated, unchanged, rejected, failed_sources) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (_iso(at), counts.get("new", 0), counts.get("updated", 0), counts.get("unchanged", 0),
+             counts.get("rejected", 0), counts.get("failed_sources", 0)))
+
+    def last_gather(self) -> Optional[dict]:
+        """The newest gather's row as a dict, or ``None``."""
+        row = self.db.execute("SELECT * FROM gathers ORDER BY id DESC LIMIT 1").fetchone()
+        return dict(row) if row else None
+
+    # --- issues -----------------------------------------------------------------
+
+    def _issue(self, r: sqlite3.Row) -> Issue:
+        return Issue(r["id"], datetime.fromisoformat(r["period_start"]),
+                     datetime.fromisoformat(r["period_end"]), _dt(r["composed_at"]),
+                     r["review_count"], r["status"])
+
+    def get_issue(self, issue_id: str) -> Optional[Issue]:
+        """One issue, or ``None``."""
+        row = self.db.execute("SELECT * FROM issues WHERE id = ?", (issue_id,)).fetchone()
+        return self._issue(row) if row else None
+
+    def issues(self) -> list[Issue]:
+        """Every issue, newest first."""
+        return [self._issue(r) for r in
+                self.db.execute("SELECT * FROM issues ORDER BY period_start DESC")]
+
+    def create_issue(self, issue: Issue, review_ids: list[str], excluded_ids: list[str]) -> None:
+        """Record a composed issue and mark its reviews (and those excluded by ``since``) as taken."""
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO issues (id, period_start, period_end, composed_at, status, review_count) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (issue.id, issue.start.isoformat(), issue.end.isoformat(),
+                 _iso(issue.composed_at), issue.status, issue.review_count))
+            self.db.executemany("UPDATE reviews SET issue_id = ? WHERE id = ? AND issue_id IS NULL",
+                                [(issue.id, rid) for rid in review_ids])
+            self.db.executemany("UPDATE reviews SET issue_id = '-' WHERE id = ? AND issue_id IS NULL",
+                                [(rid,) for rid in excluded_ids])
+
+    def set_issue_status(self, issue_id: str, status: str, now: Optional[datetime] = None) -> None:
+        """Move an issue to ``sending`` or ``sent`` (``sent_at`` set with ``now``)."""
+        self.db.execute("UPDATE issues SET status = ?, sent_at = COALESCE(?, sent_at) WHERE id = ?",
+                        (status, _iso(now) if now else None, issue_id))
+
+    # --- subscribers -------------------------------------------------------------
+
+    def upsert_subscriber(self, sub: Subscriber, now: datetime, reactivate: bool = False) -> str:
+        """Add or change a subscriber.
+
+        A suppressed address (unsubscribed, bounced, complained) stays suppressed
+        unless ``reactivate`` is true (an explicit ``subscribers add``).
+
+        Returns:
+            ``"added"``, ``"updated"``, ``"unchanged"`` or ``"suppressed"``.
+        """
+        row = self.db.execute("SELECT * FROM subscribers WHERE email = ?", (sub.email,)).fetchone()
+        tags = json.dumps(list(sub.tags), ensure_ascii=False)
+        if row is None:
+            self.db.execute(
+                "INSERT INTO subscribers (email, name, tags, status, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (sub.email, sub.name, tags, sub.status, _iso(now), _iso(now)))
+            return "added"
+        if row["status"] != "active" and not reactivate:
+            return "suppressed"
+        if (row["name"], row["tags"], row["status"]) == (sub.name, tags, sub.status):
+            return "unchanged"
+        self.db.execute("UPDATE subscribers SET name = ?, tags = ?, status = ?, updated_at = ? "
+                        "WHERE email = ?", (sub.name, tags, sub.status, _iso(now), sub.email))
+        return "updated"
+
+    def set_subscriber_status(self, email: str, status: str, now: datetime) -> bool:
+        """Change a subscriber's status; ``False`` if the address is unknown."""
+        cur = self.db.execute("UPDATE subscribers SET status = ?, updated_at = ? WHERE email = ?",
+                              (status, _iso(now), email))
+        return cur.rowcount > 0
+
+    def subscribers(self, status: Optional[str] = None) -> list[Subscriber]:
+        """Subscribers ordered by address, all or of one status."""
+        sql = "SELECT * FROM subscribers"
+        args: tuple = ()
+        if status:
+            sql += " WHERE status = ?"
+            args = (status,)
+        return [Subscriber(r["email"], r["name"], tuple(json.loads(r["tags"])), r["status"])
+                for r in self.db.execute(sql + " ORDER BY email", args)]
+
+    def subscriber_counts(self) -> dict[str, int]:
+        """Subscriber count per status."""
+        return {r[0]: r[1] for r in
+                self.db.execute("SELECT status, count(*) FROM subscribers GROUP BY status")}
+
+    # --- delivery ledger ----------------------------------------------------------
+
+    def enqueue(self, issue_id: str, now: datetime) -> int:
+        """Add a ``pending`` ledger row for every active subscriber not yet in the issue's ledger.
+
+        Returns:
+            how many rows were added.
+        """
+        cur = self.db.execute(
+            "INSERT OR IGNORE INTO deliveries (issue_id, email, status, updated_at) "
+            "SELECT ?, email, 'pending', ? FROM subscribers WHERE status = 'active'",
+            (issue_id, _iso(now)))
+        return cur.rowcount
+
+    def deliveries(self, issue_id: str, statuses: tuple[str, ...], after: str = "",
+                   limit: int = 500) -> list[tuple[Subscriber, sqlite3.Row]]:
+        """A batch of ledger rows in the given statuses, ordered by address, after ``after``.
+
+        Returns:
+            (subscriber, ledger row) pairs; a subscriber no longer active comes with
+            status other than ``active`` so the caller can skip it.
+        """
+        marks = ",".join("?" * len(statuses))
+        rows = self.db.execute(
+            f"SELECT d.*, s.name, s.tags AS stags, s.status AS sstatus FROM deliveries d "
+            f"LEFT JOIN subscribers s ON s.email = d.email "
+            f"WHERE d.issue_id = ? AND d.status IN ({marks}) AND d.email > ? "
+            f"ORDER BY d.email LIMIT ?", (issue_id, *statuses, after, limit)).fetchall()
+        return [(Subscriber(r["email"], r["name"] or "", tuple(json.loads(r["stags"] or "[]")),
+                            r["sstatus"] or "unsubscribed"), r) for r in rows]
+
+    def mark(self, issue_id: str, updates: Iterable[tuple[str, str, str, str]], now: datetime) -> None:
+        """Set ledger rows: (email, status, provider_id, error) each; ``attempts`` grows on ``sending``."""
+        self.db.executemany(
+            "UPDATE deliveries SET status = ?, provider_id = CASE WHEN ? = '' THEN provider_id ELSE ? END, "
+            "error = ?, attempts = attempts + (? = 'sending'), updated_at = ? "
+            "WHERE issue_id = ? AND email = ?",
+            [(st, pid, pid, err, st, _iso(now), issue_id, email) for email, st, pid, err in updates])
+
+    def delivery_counts(self, issue_id: str) -> dict[str, int]:
+        """Ledger rows per status for one issue."""
+        return {r[0]: r[1] for r in self.db.execute(
+            "SELECT status, count(*) FROM deliveries WHERE issue_id = ? GROUP BY status", (issue_id,))}
+
+    def delivery_problems(self, issue_id: str, limit: int = 20) -> list[sqlite3.Row]:
+        """Failed and unknown ledger rows of one issue, with their errors."""
+        return self.db.execute(
+            "SELECT email, status, error FROM deliveries WHERE issue_id = ? "
+            "AND status IN ('failed', 'unknown') ORDER BY email LIMIT ?", (issue_id, limit)).fetchall()

@@ -1,0 +1,112 @@
+"""Subscriber management: validation, CSV import and export.
+
+CSV columns (DESIGN.md): ``email,name,tags`` with tags separated by ``|``
+(empty = every tag). Addresses are checked for shape (RFC 5322 addr-spec,
+one ``@``, no white space or line breaks); the domain is lower-cased.
+Importing never reactivates a suppressed (unsubscribed, bounced, complained) address.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, TextIO
+
+from .models import Subscriber
+from .store import Store
+from .tags import clean_tag_name, tag_key
+
+_ADDR = re.compile(r"[^@\s\"(),:;<>\[\\\]]+@[^@\s\"(),:;<>\[\\\]]+\.[^@\s\"(),:;<>\[\\\]]+")
+_BREAKS = re.compile("[\r\n\u2028\u2029\x85\x0b\x0c\x00-\x1f\x7f]")
+
+
+def normalize_email(raw: str) -> str:
+    """Trim an address and lower-case its domain.
+
+    Raises:
+        ValueError: not a plausible single address.
+    """
+    addr = raw.strip()
+    if _BREAKS.search(addr) or not _ADDR.fullmatch(addr) or len(addr) > 254:
+        raise ValueError(f"{raw!r} is not an email address")
+    local, _, domain = addr.rpartition("@")
+    return f"{local}@{domain.lower()}"
+
+
+def parse_tags(raw: str, sep: str = "|") -> tuple[str, ...]:
+    """Tag keys from ``"ROCm|性能"`` (or a comma list with ``sep=","``), de-duplicated, in order."""
+    keys: list[str] = []
+    for part in raw.split(sep):
+        name = clean_tag_name(part)
+        if name and tag_key(name) not in keys:
+            keys.append(tag_key(name))
+    return tuple(keys)
+
+
+def make_subscriber(email: str, name: str = "", tags: str = "", sep: str = "|") -> Subscriber:
+    """A validated :class:`Subscriber`.
+
+    Raises:
+        ValueError: bad address, or a name with line breaks or control characters.
+    """
+    if _BREAKS.search(name):
+        raise ValueError("name must be one line without control characters")
+    return Subscriber(normalize_email(email), " ".join(name.split()), parse_tags(tags, sep))
+
+
+@dataclass
+class ImportReport:
+    """Counts of an import and one line per rejected row."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    suppressed: int = 0
+    rejected: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def import_csv(store: Store, fh: TextIO, source: str, now: datetime) -> ImportReport:
+    """Import subscribers from CSV with a header row holding at least ``email``.
+
+    Args:
+        store: the open store.
+        fh: the text stream.
+        source: name for messages (file path).
+        now: aware time for the rows' timestamps.
+
+    Returns:
+        An :class:`ImportReport`; bad rows are reported (``source:line: reason``) and skipped.
+    """
+    report = ImportReport()
+    reader = csv.DictReader(fh)
+    if not reader.fieldnames or "email" not in [f.strip().lower() for f in reader.fieldnames]:
+        report.rejected += 1
+        report.problems.append(f"{source}:1: the header must name an 'email' column")
+        return report
+    with store.transaction():
+        for row in reader:
+            line = reader.line_num
+            row = {(k or "").strip().lower(): (v or "") for k, v in row.items()}
+            try:
+                sub = make_subscriber(row.get("email", ""), row.get("name", ""), row.get("tags", ""))
+            except ValueError as exc:
+                report.rejected += 1
+                report.problems.append(f"{source}:{line}: {exc}")
+                continue
+            outcome = store.upsert_subscriber(sub, now)
+            setattr(report, outcome, getattr(report, outcome) + 1)
+    return report
+
+
+def export_csv(subs: Iterable[Subscriber], tag_names: dict[str, str]) -> str:
+    """CSV text (``email,name,tags,status``) of the given subscribers, tags by display name."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["email", "name", "tags", "status"])
+    for s in subs:
+        w.writerow([s.email, s.name, "|".join(tag_names.get(k, k) for k in s.tags), s.status])
+    return out.getvalue()

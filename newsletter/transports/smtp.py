@@ -1,0 +1,170 @@
+"""The ``smtp`` transport: one connection for many messages.
+
+Security ``starttls`` (RFC 3207, default on port 587), ``ssl`` (implicit TLS,
+RFC 8314, port 465) or ``none``; ``AUTH`` when ``username`` is set, with the
+password from the environment variable named by ``password_env``. Each message
+is sent with ``MAIL``/``RCPT``/``DATA`` so the server's reply (which usually
+carries its queue id) is kept as the provider id. Reply codes (RFC 5321 §4.2):
+4xx is transient (retry later), 5xx permanent for that recipient.
+A connection lost *after* the server accepted ``DATA`` (250) counts as sent.
+"""
+
+from __future__ import annotations
+
+import smtplib
+import socket
+import ssl
+from typing import Optional, Sequence
+
+from ..config import Config
+from ..errors import ConfigError, DeliveryError
+from ..models import DeliveryResult, OutgoingMessage
+from . import option, register
+
+SECURITY = ("starttls", "ssl", "none")
+
+
+@register("smtp")
+class SmtpTransport:
+    """SMTP submission.
+
+    Options (``[transport]``): ``host`` (required), ``port`` (587 / 465 / 25 by
+    security), ``security``, ``username``, ``password_env``, ``timeout`` (seconds,
+    default 30), ``cafile`` (extra CA bundle, e.g. a test server's certificate),
+    ``local_hostname`` (EHLO name).
+
+    Raises:
+        ConfigError: bad options or the password variable is unset.
+    """
+
+    name = "smtp"
+    max_batch = 50
+    idempotent = False
+
+    def __init__(self, config: Config) -> None:
+        self.host = option(config, "host", str, required=True)
+        self.security = option(config, "security", str, "starttls")
+        if self.security not in SECURITY:
+            raise ConfigError(f"{config.path}: [transport] security must be one of {', '.join(SECURITY)}")
+        default_port = {"starttls": 587, "ssl": 465, "none": 25}[self.security]
+        self.port = option(config, "port", int, default_port)
+        self.timeout = float(option(config, "timeout", (int, float), 30))
+        self.username = option(config, "username", str, "")
+        self.password = ""
+        if self.username:
+            env = option(config, "password_env", str, required=True)
+            self.password = config.secret(env, "[transport] password_env")
+        cafile = option(config, "cafile", object, None)
+        self.context = ssl.create_default_context(cafile=str(cafile) if cafile else None)
+        self.local_hostname = option(config, "local_hostname", str, None)
+        self.conn: Optional[smtplib.SMTP] = None
+        self.smtputf8 = False
+
+    # --- connection ---------------------------------------------------------------
+
+    def _connect(self) -> smtplib.SMTP:
+        try:
+            if self.security == "ssl":
+                conn: smtplib.SMTP = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout,
+                                                      context=self.context,
+                                                      local_hostname=self.local_hostname)
+            else:
+                conn = smtplib.SMTP(self.host, self.port, timeout=self.timeout,
+                                    local_hostname=self.local_hostname)
+            conn.ehlo()
+            if self.security == "starttls":
+                if not conn.has_extn("starttls"):
+                    raise DeliveryError(f"smtp {self.host}:{self.port}: server does not offer STARTTLS",
+                                        hint="set security = \"ssl\" or \"none\"")
+                conn.starttls(context=self.context)
+                conn.ehlo()
+            if self.username:
+                conn.login(self.username, self.password)
+            self.smtputf8 = conn.has_extn("smtputf8")
+            return conn
+        except smtplib.SMTPAuthenticationError as exc:
+            raise DeliveryError(f"smtp {self.host}:{self.port}: authentication refused ({exc.smtp_code})",
+                                hint="check username and the password variable") from None
+        except (OSError, smtplib.SMTPException) as exc:
+            raise DeliveryError(f"smtp {self.host}:{self.port}: cannot connect: {exc}") from None
+
+    def _ensure(self) -> smtplib.SMTP:
+        if self.conn is None:
+            self.conn = self._connect()
+        return self.conn
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+            self.conn = None
+
+    # --- sending ------------------------------------------------------------------
+
+    def send(self, messages: Sequence[OutgoingMessage]) -> list[DeliveryResult]:
+        """Send each message; a dropped connection is reopened once per message."""
+        return [self._send_one(m) for m in messages]
+
+    def _send_one(self, m: OutgoingMessage) -> DeliveryResult:
+        for attempt in (1, 2):
+            conn = self._ensure()
+            try:
+                return self._transaction(conn, m)
+            except smtplib.SMTPServerDisconnected:
+                self._drop()
+                if attempt == 2:
+                    return DeliveryResult(m.recipient, "retry", error="connection lost before DATA was accepted")
+            except smtplib.SMTPResponseException as exc:
+                try:
+                    conn.rset()
+                except (OSError, smtplib.SMTPException):
+                    self._drop()
+                return _reply(m.recipient, exc.smtp_code, exc.smtp_error, "SMTP")
+            except (socket.timeout, TimeoutError):
+                self._drop()
+                return DeliveryResult(m.recipient, "retry", error=f"timed out after {self.timeout:g} s")
+            except OSError as exc:
+                self._drop()
+                if attempt == 2:
+                    return DeliveryResult(m.recipient, "retry", error=f"connection error: {exc}")
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _transaction(self, conn: smtplib.SMTP, m: OutgoingMessage) -> DeliveryResult:
+        mail_opts: list[str] = []
+        if not m.recipient.isascii():
+            if not self.smtputf8:
+                return DeliveryResult(m.recipient, "failed",
+                                      error="non-ASCII address and the server does not offer SMTPUTF8")
+            mail_opts.append("SMTPUTF8")
+        code, resp = conn.mail(m.sender, mail_opts)
+        if code != 250:
+            conn.rset()
+            return _reply(m.recipient, code, resp, "MAIL FROM")
+        code, resp = conn.rcpt(m.recipient)
+        if code not in (250, 251):
+            conn.rset()
+            return _reply(m.recipient, code, resp, "RCPT TO")
+        code, resp = conn.data(m.data)
+        if code != 250:
+            return _reply(m.recipient, code, resp, "DATA")
+        return DeliveryResult(m.recipient, "sent", provider_id=_text(resp)[:200])
+
+    def close(self) -> None:
+        """QUIT and close the connection."""
+        if self.conn is not None:
+            try:
+                self.conn.quit()
+            except (OSError, smtplib.SMTPException):
+                pass
+            self.conn = None
+
+
+def _text(resp: bytes | str) -> str:
+    return resp.decode("utf-8", "replace") if isinstance(resp, bytes) else str(resp)
+
+
+def _reply(recipient: str, code: int, resp: bytes | str, stage: str) -> DeliveryResult:
+    status = "retry" if 400 <= code < 500 else "failed"
+    return DeliveryResult(recipient, status, error=f"{stage}: {code} {_text(resp)}"[:300])
