@@ -165,6 +165,8 @@ def dry_run(config: Config, clock: Clock, issue_id: Optional[str] = None) -> dic
     """What ``send`` would do, writing nothing: the issue, its reviews and recipients per tag set."""
     with Store(config.store_path, must_exist=True) as store:
         now = clock()
+        if issue_id is None:
+            issue_id, _ = due_issue(now, config.email.send_at, config.site.tz)
         issue, reviews = preview_reviews(config, store, now, issue_id)
         counts = store.delivery_counts(issue.id)
         subs = store.subscribers("active")

@@ -92,6 +92,14 @@ def site(tmp_path) -> Path:
 
 # --- SMTP -------------------------------------------------------------------------
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @dataclass
 class SmtpSink:
     """A running aiosmtpd server and what it received."""
@@ -123,10 +131,9 @@ def smtp_sink():
     """Plain SMTP (no TLS, no AUTH) on 127.0.0.1."""
     from aiosmtpd.controller import Controller
 
-    sink = SmtpSink("127.0.0.1", 0)
-    ctrl = Controller(_Handler(sink), hostname="127.0.0.1", port=0)
+    sink = SmtpSink("127.0.0.1", free_port())
+    ctrl = Controller(_Handler(sink), hostname="127.0.0.1", port=sink.port)
     ctrl.start()
-    sink.port = ctrl.server.sockets[0].getsockname()[1]
     yield sink
     ctrl.stop()
 
@@ -147,13 +154,13 @@ def smtp_tls_sink(tmp_path):
 
     def authenticator(server, session, envelope, mechanism, auth_data):
         ok = isinstance(auth_data, LoginPassword) and auth_data.login == b"reviews" and auth_data.password == b"s3cret"
-        return AuthResult(success=ok)
+        return AuthResult(success=ok, handled=False)
 
-    sink = SmtpSink("127.0.0.1", 0, cafile=str(cafile))
-    ctrl = Controller(_Handler(sink), hostname="127.0.0.1", port=0, tls_context=server_ctx,
-                      require_starttls=True, auth_required=True, authenticator=authenticator)
+    sink = SmtpSink("127.0.0.1", free_port(), cafile=str(cafile))
+    ctrl = Controller(_Handler(sink), hostname="127.0.0.1", port=sink.port, tls_context=server_ctx,
+                      require_starttls=True, auth_required=True, authenticator=authenticator,
+                      auth_exclude_mechanism=["LOGIN"])
     ctrl.start()
-    sink.port = ctrl.server.sockets[0].getsockname()[1]
     yield sink
     ctrl.stop()
 

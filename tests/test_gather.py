@@ -1,0 +1,81 @@
+"""Gather: records into the store, rejections reported, nothing stored ever lost."""
+
+import json
+from datetime import datetime, timezone
+
+from newsletter.config import load_config
+from newsletter.gather import gather
+from newsletter.store import Store
+from tests.conftest import make_config, review, write_jsonl
+
+NOW = datetime(2026, 11, 25, 12, 0, tzinfo=timezone.utc)
+
+
+def run_gather(cfg_path):
+    config = load_config(cfg_path)
+    with Store(config.store_path) as store:
+        return gather(config, store, NOW), store.review_count()
+
+
+def test_bad_records_are_reported_and_the_rest_taken(tmp_path):
+    """Each rejected record gets one line naming source, line, id and reason; good ones are stored."""
+    p = tmp_path / "reviews.jsonl"
+    lines = [json.dumps(review(1)), "{nope", json.dumps(review(2, url="javascript:alert(1)")),
+             json.dumps(review(3, tags=[])), json.dumps(review(4))]
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report, count = run_gather(make_config(tmp_path))
+    assert (report.new, report.rejected, count) == (2, 3, 2)
+    assert report.problems[0].startswith(f"{p}:2: not JSON")
+    assert f"{p}:3 (id 'acme/widgets#2'): url" in report.problems[1]
+    assert "tags must hold at least one" in report.problems[2]
+
+
+def test_same_id_with_changed_content_is_an_update(tmp_path):
+    """Gathering the same id with a new title updates it; gathering again is unchanged."""
+    cfg = make_config(tmp_path)
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    assert run_gather(cfg)[0].new == 1
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1, title="新标题")])
+    report, count = run_gather(cfg)
+    assert (report.updated, count) == (1, 1)
+    assert run_gather(cfg)[0].unchanged == 1
+
+
+def test_same_id_twice_in_one_batch_rejects_the_second(tmp_path):
+    """The second record with an id already seen in this gather is rejected, naming the first place."""
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1), review(1, title="other")])
+    report, count = run_gather(make_config(tmp_path))
+    assert (report.new, report.rejected, count) == (1, 1, 1)
+    assert "already at" in report.problems[0]
+
+
+def test_failing_source_leaves_store_as_it_was(tmp_path, http_stub):
+    """An HTTP source answering 500 takes nothing and changes nothing; the file source is still read."""
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    http_stub.routes[("GET", "/r")] = lambda h, b: (500, {}, b"")
+    cfg = make_config(tmp_path, sources=f'path = "reviews.jsonl"\n\n[[sources]]\nurl = "{http_stub.url}/r"\nretries = 0')
+    report, count = run_gather(cfg)
+    assert (report.failed_sources, report.new, count) == (1, 1, 1)
+    assert "HTTP 500" in report.problems[0] and "store is unchanged" in report.problems[0]
+
+
+def test_huge_body_and_raw_html_are_stored_sanitized(tmp_path):
+    """A 200 KB body with <script> is taken; its stored HTML has no script element."""
+    body = ("<script>alert(1)</script><img src=x onerror=alert(1)>\n\n" + "段落 text. " * 20000)
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1, body=body)])
+    config = load_config(make_config(tmp_path))
+    with Store(config.store_path) as store:
+        assert gather(config, store, NOW).new == 1
+        html = store.latest_reviews(1)[0].body_html
+    assert len(body.encode()) > 200_000
+    assert "<script" not in html and "onerror" not in html
+
+
+def test_tags_from_different_records_merge_by_key(tmp_path):
+    """`rocm` in one record and `ROCm` in another are one tag with the first spelling."""
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1, tags=["ROCm"]), review(2, tags=["rocm", "ＲＯＣｍ"])])
+    config = load_config(make_config(tmp_path))
+    with Store(config.store_path) as store:
+        gather(config, store, NOW)
+        tags = store.tag_counts()
+    assert [(t.name, t.slug, n) for t, n, _ in tags] == [("ROCm", "rocm", 2)]
