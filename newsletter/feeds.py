@@ -14,6 +14,7 @@ OPML 2.0 lists every tag feed. Everything is written through :class:`~newsletter
 
 from __future__ import annotations
 
+import html
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -100,7 +101,6 @@ def atom_document(config: Config, spec: FeedSpec) -> bytes:
 
 
 def _escape(text: str) -> str:
-    import html
     return html.escape(text, quote=False)
 
 

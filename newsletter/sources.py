@@ -12,6 +12,7 @@ comes back as an :class:`Item` with ``error`` set and the rest are still read.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 from dataclasses import dataclass
@@ -151,11 +152,9 @@ def _read_markdown(name: str, text: str) -> Item:
 
 
 def _yaml_scalar(value: Any) -> Any:
-    # YAML turns unquoted timestamps into datetime objects; the record rules want RFC 3339 text.
-    import datetime as _dt
-    if isinstance(value, _dt.datetime):
-        return value.isoformat() if value.tzinfo else value.isoformat()
-    if isinstance(value, _dt.date):
+    # YAML turns unquoted timestamps into date/datetime objects; the record rules want
+    # RFC 3339 text (a naive one then fails the offset rule, as it should).
+    if isinstance(value, (datetime.datetime, datetime.date)):
         return value.isoformat()
     return value
 
