@@ -55,6 +55,11 @@ def handle_errors(fn):
             _fail(ctx, exc, 1)
         except NewsletterError as exc:
             _fail(ctx, exc, 1)
+        except BrokenPipeError:
+            # The reader went away (e.g. `| head`): stop quietly, like other Unix tools.
+            import os as _os
+            _os.dup2(_os.open(_os.devnull, _os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
         except OSError as exc:
             _fail(ctx, exc, 1, prefix=f"{type(exc).__name__}: ")
     return wrapper
@@ -83,6 +88,22 @@ def main(ctx: click.Context, config_path: str, verbose: int, quiet: bool) -> Non
 
 
 pass_ctx = click.make_pass_decorator(Context)
+
+
+def _issue_id(ctx, param, value: Optional[str]) -> Optional[str]:
+    """Check an ``--issue`` value is an existing ISO week id like 2026-W48 (usage error, exit 2, if not)."""
+    if value is None:
+        return None
+    import re
+    from datetime import date
+    m = re.fullmatch(r"(\d{4})-W(\d{2})", value.strip())
+    try:
+        if not m:
+            raise ValueError
+        date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an ISO week like 2026-W48") from None
+    return value.strip()
 
 
 def _print_gather(ctx: Context, report) -> None:
@@ -127,7 +148,8 @@ def feeds(ctx: Context) -> None:
 
 
 @main.command()
-@click.option("--issue", "issue_id", help="Issue id like 2026-W48 (default: the upcoming one).")
+@click.option("--issue", "issue_id", callback=_issue_id,
+              help="Issue id like 2026-W48 (default: the next issue if reviews wait for it, else the latest).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("preview"),
               show_default=True, help="Directory for the files.")
 @pass_ctx
@@ -141,7 +163,7 @@ def preview(ctx: Context, issue_id: Optional[str], out_dir: Path) -> None:
 
 
 @main.command()
-@click.option("--issue", "issue_id", help="Issue id like 2026-W48 (default: the one due now).")
+@click.option("--issue", "issue_id", callback=_issue_id, help="Issue id like 2026-W48 (default: the one due now).")
 @click.option("--to", "to_addr", help="Send one test copy to this address; records nothing.")
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; write nothing.")
 @pass_ctx
@@ -232,21 +254,35 @@ def subscribers() -> None:
 
 @subscribers.command("add")
 @click.argument("email")
-@click.option("--name", default="", help="Display name.")
-@click.option("--tags", default="", help="Comma-separated tags to follow (default: every tag).")
+@click.option("--name", default=None, help="Display name (kept as it is when omitted).")
+@click.option("--tags", default=None,
+              help="Tags to follow, separated by , or | (empty: every tag; kept as they are when omitted).")
 @pass_ctx
 @handle_errors
-def subscribers_add(ctx: Context, email: str, name: str, tags: str) -> None:
-    """Add a subscriber (or change one; re-activates a suppressed address)."""
+def subscribers_add(ctx: Context, email: str, name: Optional[str], tags: Optional[str]) -> None:
+    """Add a subscriber, or change one (re-activates a suppressed address)."""
+    import dataclasses
+
     from .store import Store
-    from .subscribers import make_subscriber
+    from .subscribers import make_subscriber, normalize_email
 
     try:
-        sub = make_subscriber(email, name, tags, sep=",")
+        addr = normalize_email(email)
     except ValueError as exc:
         raise click.UsageError(str(exc))
     with Store(ctx.config.store_path) as store:
+        existing = {s.email.lower(): s for s in store.subscribers()}.get(addr.lower())
+        try:
+            sub = make_subscriber(addr, name if name is not None else (existing.name if existing else ""),
+                                  (tags or "").replace(",", "|"))
+        except ValueError as exc:
+            raise click.UsageError(str(exc))
+        if tags is None and existing:
+            sub = dataclasses.replace(sub, tags=existing.tags)
+        unknown = [k for k in sub.tags if k not in store.tags()]
         outcome = store.upsert_subscriber(sub, utcnow(), reactivate=True)
+    for k in unknown:
+        click.echo(f"warning: no review has the tag {k!r} yet", err=True)
     ctx.say(f"{sub.email}: {outcome}")
 
 

@@ -133,20 +133,33 @@ def compose(config: Config, store: Store, now: datetime, issue_id: Optional[str]
 
 
 def preview_reviews(config: Config, store: Store, now: datetime, issue_id: Optional[str]) -> tuple[Issue, list[StoredReview]]:
-    """An issue and its reviews for preview, without composing anything.
+    """An issue and its reviews for preview or a test copy, without composing anything.
 
-    With ``issue_id`` of a composed issue: that issue. Otherwise the issue that
-    would be composed next, with the reviews waiting for it.
+    With ``issue_id``: that issue if composed; if it is the due or the next issue,
+    the reviews waiting for it. Without: the next issue to be composed when
+    reviews are waiting, else the latest composed issue with reviews.
+
+    Raises:
+        NewsletterError: the id names a past issue that was never composed, or there
+            is nothing at all to show.
     """
     tz = config.site.tz
+    due_id, _ = due_issue(now, config.email.send_at, tz)
+    upcoming = issue_id_for(week_start(next_due(now, config.email.send_at, tz).date()) - timedelta(days=7))
+    waiting_id = due_id if not store.get_issue(due_id) else upcoming
     if issue_id:
         existing = store.get_issue(issue_id)
         if existing:
             return existing, store.reviews_in_issue(issue_id)
-    else:
-        issue_id, _ = due_issue(now, config.email.send_at, tz)
-        if store.get_issue(issue_id):
-            upcoming = next_due(now, config.email.send_at, tz)
-            issue_id = issue_id_for(week_start(upcoming.date()) - timedelta(days=7))
+        if issue_id not in (due_id, upcoming):
+            raise NewsletterError(f"issue {issue_id} was never composed",
+                                  hint=f"the issue due now is {due_id}")
+        keep, _ = select_reviews(store.pending_reviews(now), config.email.since)
+        return make_issue(issue_id, tz, None, len(keep)), keep
     keep, _ = select_reviews(store.pending_reviews(now), config.email.since)
-    return make_issue(issue_id, tz, None, len(keep)), keep
+    if keep:
+        return make_issue(waiting_id, tz, None, len(keep)), keep
+    for issue in store.issues():
+        if issue.review_count:
+            return issue, store.reviews_in_issue(issue.id)
+    raise NewsletterError("no reviews to show: nothing gathered yet", hint="run `newsletter gather` first")

@@ -27,7 +27,7 @@ from .config import Config
 from .links import Links
 from .message import build_message, parse_sender
 from .models import Issue, OutgoingMessage, StoredReview, Subscriber
-from .render import RenderedEmail, Renderer, personalize
+from .render import RenderedEmail, Renderer, greeting, personalize
 from .store import Store
 from .transports import Transport
 
@@ -95,7 +95,8 @@ class Composer:
         self.sender = parse_sender(config.email.sender)
         self.editions = Editions(renderer, issue, reviews)
 
-    def message(self, sub: Subscriber, now: datetime, subject_prefix: str = "") -> Optional[OutgoingMessage]:
+    def message(self, sub: Subscriber, now: datetime, subject_prefix: str = "",
+                message_id: Optional[str] = None) -> Optional[OutgoingMessage]:
         """The subscriber's message, or ``None`` when none of the issue's reviews matches their tags.
 
         Raises:
@@ -106,14 +107,15 @@ class Composer:
             return None
         unsubscribe = self.links.unsubscribe_url(sub.email)
         html, text = personalize(edition, {
-            "name": sub.name or sub.email.split("@")[0], "email": sub.email,
+            "greeting": greeting(self.config.site.language, sub.name),
+            "name": sub.name, "email": sub.email,
             "unsubscribe_url": unsubscribe, "preferences_url": self.links.preferences_url(sub.email)})
         e = self.config.email
         return build_message(
             sender=self.sender, reply_to=e.reply_to, to_name=sub.name, to_addr=sub.email,
             subject=subject_prefix + edition.subject, html=html, text=text, issue_id=self.issue.id,
             list_id=e.list_id, list_title=self.config.site.title, unsubscribe_url=unsubscribe,
-            unsubscribe_mailto=e.unsubscribe_mailto, now=now)
+            unsubscribe_mailto=e.unsubscribe_mailto, now=now, message_id_override=message_id)
 
 
 def deliver(config: Config, store: Store, issue: Issue, transport: Transport, renderer: Renderer,
@@ -231,7 +233,9 @@ def send_test(config: Config, store: Store, issue: Issue, reviews: list[StoredRe
         The transport's :class:`~newsletter.models.DeliveryResult`.
     """
     composer = Composer(config, issue, reviews, renderer, links)
-    msg = composer.message(Subscriber(address, ""), now, subject_prefix="[TEST] ")
+    import uuid
+    test_id = f"test-{issue.id}.{uuid.uuid4().hex[:16]}@{composer.sender.domain or 'localhost'}"
+    msg = composer.message(Subscriber(address, ""), now, subject_prefix="[TEST] ", message_id=test_id)
     if msg is None:
         raise ValueError("the issue has no reviews")
     return transport.send([msg])[0]

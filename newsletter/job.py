@@ -149,7 +149,8 @@ def send_test_copy(config: Config, clock: Clock, address: str, issue_id: Optiona
         now = clock()
         issue, reviews = preview_reviews(config, store, now, issue_id)
         if not reviews:
-            raise NewsletterError(f"issue {issue.id} has no reviews; nothing to send")
+            raise NewsletterError(f"issue {issue.id} has no reviews; nothing to send",
+                                  hint="pass --issue with a composed issue; `newsletter status` lists them")
         own = transport is None
         transport = transport or make_transport(config)
         try:
@@ -165,8 +166,10 @@ def dry_run(config: Config, clock: Clock, issue_id: Optional[str] = None) -> dic
     """What ``send`` would do, writing nothing: the issue, its reviews and recipients per tag set."""
     with Store(config.store_path, must_exist=True) as store:
         now = clock()
-        if issue_id is None:
-            issue_id, _ = due_issue(now, config.email.send_at, config.site.tz)
+        due_id, _ = due_issue(now, config.email.send_at, config.site.tz)
+        issue_id = issue_id or due_id
+        if store.get_issue(issue_id) is None and issue_id != due_id:
+            raise NewsletterError(f"issue {issue_id} was never composed", hint=f"the issue due now is {due_id}")
         issue, reviews = preview_reviews(config, store, now, issue_id)
         counts = store.delivery_counts(issue.id)
         subs = store.subscribers("active")
@@ -200,7 +203,8 @@ def preview(config: Config, clock: Clock, out_dir: Path, issue_id: Optional[str]
         now = clock()
         issue, reviews = preview_reviews(config, store, now, issue_id)
         if not reviews:
-            raise NewsletterError(f"issue {issue.id} has no reviews to preview")
+            raise NewsletterError(f"issue {issue.id} has no reviews to preview",
+                                  hint="pass --issue with a composed issue; `newsletter status` lists them")
         key = os.environ.get(config.site.secret_key_env) or "preview-only-key"
         composer = Composer(config, issue, reviews, Renderer(config), Links(config, key))
         msg = composer.message(Subscriber("reader@example.org", "Reader"), now)

@@ -22,6 +22,7 @@ from cmarkgfm.cmark import Options
 
 # Characters XML 1.0 §2.2 forbids, which no feed may carry.
 XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+_BLOCK_TAGS = re.compile(r"</?(?:p|div|li|ul|ol|br|h[1-6]|pre|blockquote|tr|td|th|table|hr)\b[^>]*>", re.I)
 _TAGS = re.compile(r"<[^>]*>")
 _SPACE = re.compile(r"\s+")
 
@@ -57,7 +58,8 @@ def render_markdown(body: str, base_url: str) -> str:
 
 def plain_text(fragment: str) -> str:
     """Text content of an HTML fragment, white space collapsed (for excerpts)."""
-    return _SPACE.sub(" ", html.unescape(_TAGS.sub(" ", fragment))).strip()
+    text = _TAGS.sub("", _BLOCK_TAGS.sub(" ", fragment))
+    return _SPACE.sub(" ", html.unescape(text)).strip()
 
 
 def excerpt(fragment: str, limit: int = 280) -> str:

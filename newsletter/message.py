@@ -27,7 +27,7 @@ from typing import Optional
 from .errors import ConfigError
 from .models import OutgoingMessage
 
-POLICY = policy.SMTP.clone(cte_type="7bit", max_line_length=998)
+POLICY = policy.SMTP.clone(cte_type="7bit")
 _BREAKS = re.compile("[\r\n\u2028\u2029\x85\x0b\x0c\x00-\x08\x0e-\x1f]+")
 
 
@@ -88,7 +88,8 @@ def list_id_header(title: str, list_id: str) -> str:
 def build_message(*, sender: Address, reply_to: str, to_name: str, to_addr: str, subject: str,
                   html: str, text: str, issue_id: str, list_id: str, list_title: str,
                   unsubscribe_url: str, unsubscribe_mailto: str, now: datetime,
-                  extra_headers: Optional[dict[str, str]] = None) -> OutgoingMessage:
+                  extra_headers: Optional[dict[str, str]] = None,
+                  message_id_override: Optional[str] = None) -> OutgoingMessage:
     """One personalised message.
 
     Args:
@@ -102,6 +103,8 @@ def build_message(*, sender: Address, reply_to: str, to_name: str, to_addr: str,
         unsubscribe_url: https one-click link; ``unsubscribe_mailto``: address or ``""``.
         now: aware ``Date``.
         extra_headers: more headers, values made one line.
+        message_id_override: use this ``Message-ID`` (no brackets) instead of the derived one
+            (test copies must never share the real message's id).
 
     Returns:
         An :class:`OutgoingMessage` with the CRLF bytes and the same content as fields.
@@ -111,7 +114,7 @@ def build_message(*, sender: Address, reply_to: str, to_name: str, to_addr: str,
     """
     msg = EmailMessage(policy=POLICY)
     to = make_address(to_name, to_addr)
-    mid = message_id(issue_id, to.addr_spec, sender.domain or "localhost")
+    mid = message_id_override or message_id(issue_id, to.addr_spec, sender.domain or "localhost")
     msg["From"] = sender
     msg["To"] = to
     if reply_to:

@@ -24,13 +24,14 @@ import mjml
 
 from .config import Config
 from .errors import RenderError
-from .markup import excerpt
+from .markup import excerpt, plain_text
 from .models import Issue, StoredReview
 
 PACKAGE_TEMPLATES = Path(__file__).parent / "templates"
 
 # Per-recipient placeholders: plain ASCII words that pass Jinja escaping and MJML unchanged.
 PLACEHOLDERS = {
+    "greeting": "NLPH0greeting0NLPH",
     "name": "NLPH0name0NLPH",
     "email": "NLPH0email0NLPH",
     "unsubscribe_url": "NLPH0unsubscribe0NLPH",
@@ -44,6 +45,7 @@ LABELS = {
         "feeds": "Feeds", "opml": "OPML of every tag", "unsubscribe": "Unsubscribe",
         "preferences": "Choose tags", "followed": "You follow: {tags}", "all_tags": "every tag",
         "why": "You receive this because you subscribed to {title}.", "hello": "Hello {name},",
+        "hello_anonymous": "Hello,",
         "subscribe_feed": "Subscribe to this tag's feed", "issue_archive": "Issues",
         "tags": "Tags", "entries": "entries", "all_reviews": "All reviews",
     },
@@ -53,6 +55,7 @@ LABELS = {
         "feeds": "订阅源", "opml": "全部标签的 OPML", "unsubscribe": "退订",
         "preferences": "选择标签", "followed": "你关注的标签：{tags}", "all_tags": "全部标签",
         "why": "你收到此邮件是因为你订阅了 {title}。", "hello": "{name}，你好：",
+        "hello_anonymous": "你好：",
         "subscribe_feed": "订阅该标签的 Atom 源", "issue_archive": "往期",
         "tags": "标签", "entries": "篇", "all_reviews": "全部评审",
     },
@@ -157,7 +160,7 @@ class Renderer:
             rv = r.review
             items.append({
                 "anchor": f"r{i + 1}", "id": rv.id, "title": rv.title, "url": rv.url,
-                "summary": rv.summary, "repo": rv.repo, "author": rv.author,
+                "summary": rv.summary if not _repeats(rv.summary, r.body_html) else "", "repo": rv.repo, "author": rv.author,
                 "published": rv.published.astimezone(self.config.site.tz).strftime("%Y-%m-%d"),
                 "body_html": r.body_html, "body_text": rv.body, "excerpt": excerpt(r.body_html or rv.summary),
                 "tags": [{"name": t.name, "feed_url": f"{base}tags/{t.slug}.atom"} for t in r.tags],
@@ -187,7 +190,8 @@ class Renderer:
         """
         self.compiles += 1
         try:
-            return mjml.mjml2html(source, disable_comments=True)
+            # fonts={}: no web-font <link> (no request to a font host; CJK needs system fonts anyway)
+            return mjml.mjml2html(source, disable_comments=True, fonts={})
         except Exception as exc:  # MRML raises its own error types
             raise RenderError(f"MJML compile failed: {exc}") from None
 
@@ -244,12 +248,24 @@ class Renderer:
         return self.compile_mjml(source)
 
 
+def _repeats(summary: str, body_html: str) -> bool:
+    """True when the body already opens with the summary (then the email shows it once)."""
+    head = summary.strip().rstrip("。.!！ ")
+    return bool(head) and plain_text(body_html)[: len(summary) + 10].find(head) != -1
+
+
+def greeting(language: str, name: str) -> str:
+    """The salutation line for a recipient (``labels.hello`` with the name, or without one)."""
+    labels = labels_for(language)
+    return labels["hello"].format(name=name) if name else labels["hello_anonymous"]
+
+
 def personalize(rendered: RenderedEmail, values: dict[str, str]) -> tuple[str, str]:
     """Fill the per-recipient placeholders.
 
     Args:
         rendered: the compiled email.
-        values: ``name``, ``email``, ``unsubscribe_url``, ``preferences_url`` → text.
+        values: ``greeting``, ``name``, ``email``, ``unsubscribe_url``, ``preferences_url`` → text.
 
     Returns:
         ``(html, text)``; values are HTML-escaped in the HTML part.

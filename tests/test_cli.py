@@ -94,3 +94,30 @@ def test_verbose_shows_traceback(tmp_path):
     """With -v an error also prints its traceback."""
     result = CliRunner().invoke(main, ["-v", "--config", str(tmp_path / "x.toml"), "status"])
     assert result.exit_code == 2 and "Traceback" in result.stderr
+
+
+def test_bad_issue_id_is_a_usage_error(site):
+    """--issue 2026-W99 is refused as a usage error (exit 2)."""
+    result = invoke(site, "preview", "--issue", "2026-W99")
+    assert result.exit_code == 2 and "not an ISO week" in result.stderr
+
+
+def test_subscribers_add_keeps_what_is_not_given(site):
+    """Changing a subscriber's tags keeps their name, and changing the name keeps the tags."""
+    invoke(site, "subscribers", "add", "a@example.org", "--name", "Ann", "--tags", "ROCm|性能")
+    invoke(site, "subscribers", "add", "a@example.org", "--name", "Ann B")
+    out = invoke(site, "subscribers", "list").stdout
+    assert "a@example.org\tactive\tAnn B\trocm, 性能" in out
+
+
+def test_long_output_piped_into_head_is_quiet(site, tmp_path):
+    """`newsletter subscribers list | head -1` ends without an error line or traceback."""
+    import os
+    src = tmp_path / "many.csv"
+    src.write_text("email\n" + "".join(f"reader{i}@example.org\n" for i in range(5000)))
+    invoke(site, "subscribers", "import", str(src))
+    env = {**os.environ, "NEWSLETTER_CONFIG": str(site)}
+    out = subprocess.run(f"{sys.executable} -m newsletter subscribers list | head -1", shell=True,
+                         capture_output=True, text=True, env=env)
+    assert out.stdout.startswith("reader0@example.org")
+    assert out.stderr == ""

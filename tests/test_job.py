@@ -169,3 +169,15 @@ def test_missing_secret_is_a_config_error(config, monkeypatch):
     monkeypatch.delenv("NEWSLETTER_TEST_SECRET")
     with pytest.raises(ConfigError, match="NEWSLETTER_TEST_SECRET"):
         job.run_job(config, clock, transport=MemoryTransport())
+
+
+@freeze_time(DUE)
+def test_test_copy_never_reuses_the_real_message_id(config):
+    """A test copy to a subscriber's address has its own Message-ID, so it never replaces their real message."""
+    mem = MemoryTransport()
+    job.run_job(config, clock, transport=mem)
+    real = {m.recipient: m.message_id for m in mem.sent}
+    test = MemoryTransport()
+    job.send_test_copy(config, clock, "wang@example.org", issue_id="2026-W48", transport=test)
+    assert test.sent[0].message_id != real["wang@example.org"]
+    assert test.sent[0].message_id.startswith("test-2026-W48.")

@@ -36,11 +36,11 @@ def test_placeholders_are_filled_and_escaped(tmp_path):
     """Per-recipient values replace every placeholder; HTML gets them escaped."""
     config, store, issue, reviews = setup(tmp_path, [review(1)])
     out = Renderer(config).render_issue(issue, reviews)
-    html, text = personalize(out, {"name": "<Tom & Jerry>", "email": "t@example.org",
+    html, text = personalize(out, {"greeting": "Hi <Tom & Jerry>", "name": "<Tom & Jerry>", "email": "t@example.org",
                                    "unsubscribe_url": "https://x.org/u?t=a&b", "preferences_url": "https://x.org/p"})
     for token in PLACEHOLDERS.values():
         assert token not in html and token not in text
-    assert "&lt;Tom &amp; Jerry&gt;" in html and "<Tom & Jerry>" in text
+    assert "Hi &lt;Tom &amp; Jerry&gt;" in html and "Hi <Tom & Jerry>" in text
     assert "https://x.org/u?t=a&amp;b" in html and "https://x.org/u?t=a&b" in text
 
 
@@ -75,3 +75,16 @@ def test_text_part_is_the_markdown(tmp_path):
     out = Renderer(config).render_issue(issue, reviews)
     assert "**Bold** review 1" in out.text and "https://github.com/acme/widgets/pull/1" in out.text
     assert "<p>" not in out.text
+
+
+def test_summary_repeating_the_body_opening_is_shown_once(tmp_path):
+    """When the body starts with the summary sentence, the email shows that sentence once."""
+    config, store, issue, reviews = setup(tmp_path, [review(1, summary="值得精读。", body="值得精读。其余内容。")])
+    out = Renderer(config).render_issue(issue, reviews)
+    assert out.html.count("值得精读") == 1 and out.text.count("值得精读") == 1
+
+
+def test_no_web_fonts_are_loaded(tmp_path):
+    """The email loads no web font from a third-party host."""
+    config, store, issue, reviews = setup(tmp_path, [review(1)])
+    assert "fonts.googleapis.com" not in Renderer(config).render_issue(issue, reviews).html
