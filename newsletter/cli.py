@@ -358,5 +358,26 @@ def subscribers_export(ctx: Context, out: Optional[Path]) -> None:
         click.echo(text, nl=False)
 
 
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="TCP port.")
+@pass_ctx
+@handle_errors
+def serve(ctx: Context, host: str, port: int) -> None:
+    """Run the web app (subscribe, confirm, preferences, unsubscribe, webhooks, feeds preview).
+
+    For production run it under a WSGI server instead, e.g.
+    gunicorn 'newsletter.web:app_from_env()'.
+    """
+    from werkzeug.serving import run_simple
+
+    from .web import create_app
+
+    app = create_app(ctx.config, clock=utcnow)
+    ctx.say(f"serving {ctx.config.feeds.dir} and the subscription pages on http://{host}:{port}/ "
+            f"(links point at {ctx.config.site.app_url})")
+    run_simple(host, port, app, threaded=True, use_reloader=False)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

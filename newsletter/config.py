@@ -37,6 +37,9 @@ class SiteConfig:
         description: feed subtitle and page intro, possibly empty.
         secret_key_env: environment variable holding the signing key for links.
         templates: optional directory whose templates override the packaged ones.
+        app_url: absolute URL, ending in ``/``, at which ``newsletter serve`` (the
+            web app: subscribe, confirm, preferences, unsubscribe) is reachable;
+            defaults to ``base_url`` (feeds may sit on static hosting elsewhere).
     """
 
     title: str
@@ -47,6 +50,7 @@ class SiteConfig:
     description: str = ""
     secret_key_env: str = "NEWSLETTER_SECRET_KEY"
     templates: Optional[Path] = None
+    app_url: str = ""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -140,6 +144,27 @@ class TransportConfig:
 
 
 @dataclass(frozen=True)
+class WebhooksConfig:
+    """``[webhooks]``: names of the environment variables holding each provider's webhook secret.
+
+    A provider whose variable is unset has its ``/webhooks/<provider>`` endpoint switched off.
+
+    Attributes:
+        sendgrid_key_env: SendGrid "Signed Event Webhook" verification key (base64 DER or PEM, ECDSA P-256).
+        mailgun_key_env: Mailgun HTTP webhook signing key (HMAC-SHA256).
+        postmark_auth_env: ``user:password`` that Postmark sends as HTTP basic auth (Postmark does not sign).
+        resend_secret_env: Resend (Svix) endpoint secret ``whsec_<base64>``.
+        max_age: seconds a signed timestamp may differ from now (replay window).
+    """
+
+    sendgrid_key_env: str = "NEWSLETTER_SENDGRID_WEBHOOK_KEY"
+    mailgun_key_env: str = "NEWSLETTER_MAILGUN_SIGNING_KEY"
+    postmark_auth_env: str = "NEWSLETTER_POSTMARK_WEBHOOK_AUTH"
+    resend_secret_env: str = "NEWSLETTER_RESEND_WEBHOOK_SECRET"
+    max_age: int = 300
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole configuration.
 
@@ -155,6 +180,7 @@ class Config:
     feeds: FeedsConfig
     email: EmailConfig
     transport: TransportConfig
+    webhooks: WebhooksConfig = WebhooksConfig()
 
     def secret(self, env_name: str, what: str) -> str:
         """Read a secret from the environment.
@@ -284,14 +310,14 @@ def load_config(path: str | os.PathLike) -> Config:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     base = file.resolve().parent
 
-    top_known = {"site", "sources", "store", "feeds", "email", "transport"}
+    top_known = {"site", "sources", "store", "feeds", "email", "transport", "webhooks"}
     unknown = sorted(set(raw) - top_known)
     if unknown:
         raise ConfigError(f"{file}: unknown table [{unknown[0]}]")
 
     s = _Table(file, "site", raw.get("site"),
                {"title", "base_url", "language", "timezone", "author", "description",
-                "secret_key_env", "templates"})
+                "secret_key_env", "templates", "app_url"})
     if "site" not in raw:
         raise ConfigError(f"{file}: [site] table is required")
     base_url = s.str("base_url", required=True)
@@ -307,6 +333,12 @@ def load_config(path: str | os.PathLike) -> Config:
         raise ConfigError(f"{s.where('timezone')}: unknown time zone {tz_name!r}") from None
     title = s.str("title", required=True)
     templates = s.str("templates")
+    app_url = s.str("app_url", "") or base_url
+    app_parts = urlsplit(app_url)
+    if app_parts.scheme not in ("http", "https") or not app_parts.netloc:
+        raise ConfigError(f"{s.where('app_url')} must be an absolute http(s) URL, got {app_url!r}")
+    if not app_url.endswith("/"):
+        app_url += "/"
     site = SiteConfig(
         title=title,
         base_url=base_url,
@@ -316,6 +348,7 @@ def load_config(path: str | os.PathLike) -> Config:
         description=s.str("description", ""),
         secret_key_env=s.str("secret_key_env", "NEWSLETTER_SECRET_KEY"),
         templates=_path(base, templates) if templates else None,
+        app_url=app_url,
     )
 
     raw_sources = raw.get("sources", [])
@@ -362,6 +395,17 @@ def load_config(path: str | os.PathLike) -> Config:
         if isinstance(options.get(key), str):
             options[key] = _path(base, options[key])
 
+    wh = _Table(file, "webhooks", raw.get("webhooks"),
+                {"sendgrid_key_env", "mailgun_key_env", "postmark_auth_env", "resend_secret_env", "max_age"})
+    d = WebhooksConfig()
+    webhooks = WebhooksConfig(
+        sendgrid_key_env=wh.str("sendgrid_key_env", d.sendgrid_key_env),
+        mailgun_key_env=wh.str("mailgun_key_env", d.mailgun_key_env),
+        postmark_auth_env=wh.str("postmark_auth_env", d.postmark_auth_env),
+        resend_secret_env=wh.str("resend_secret_env", d.resend_secret_env),
+        max_age=wh.int("max_age", d.max_age, 1),
+    )
+
     return Config(
         path=file,
         site=site,
@@ -370,6 +414,7 @@ def load_config(path: str | os.PathLike) -> Config:
         feeds=feeds,
         email=email,
         transport=TransportConfig(kind=kind, options=options),
+        webhooks=webhooks,
     )
 
 

@@ -104,15 +104,18 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def opml_document(config: Config, tags: list[tuple[Tag, int, Optional[datetime]]]) -> bytes:
-    """OPML 2.0 (http://opml.org/spec2.opml) listing the all-reviews feed and every tag feed."""
+def opml_document(config: Config, tags: list[tuple[Tag, int, Optional[datetime]]],
+                  include_all: bool = True) -> bytes:
+    """OPML 2.0 (http://opml.org/spec2.opml) listing the all-reviews feed (unless ``include_all``
+    is false, e.g. for a reader's chosen tags) and the feed of each given tag."""
     base = config.site.base_url
     root = ET.Element("opml", version="2.0")
     head = ET.SubElement(root, "head")
     ET.SubElement(head, "title").text = config.site.title
     body = ET.SubElement(root, "body")
-    ET.SubElement(body, "outline", type="rss", text=config.site.title, title=config.site.title,
-                  xmlUrl=base + "all.atom", htmlUrl=base + "index.html")
+    if include_all:
+        ET.SubElement(body, "outline", type="rss", text=config.site.title, title=config.site.title,
+                      xmlUrl=base + "all.atom", htmlUrl=base + "index.html")
     for tag, _count, _newest in tags:
         title = f"{config.site.title} — {tag.name}"
         ET.SubElement(body, "outline", type="rss", text=title, title=title,

@@ -100,6 +100,29 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX deliveries_status ON deliveries (issue_id, status);
     """,
+    # 2: double opt-in requests (one confirmation email per address per hour) and the suppression log
+    """
+    CREATE TABLE confirmations (
+        email TEXT PRIMARY KEY COLLATE NOCASE,
+        name TEXT NOT NULL DEFAULT '',
+        tags TEXT NOT NULL DEFAULT '[]',  -- JSON list of tag keys asked for; [] = every tag
+        nonce TEXT NOT NULL,              -- '' once invalidated (the address unsubscribed since)
+        requested_at TEXT NOT NULL,
+        sent_at TEXT NOT NULL,            -- last confirmation email sent (rate limit)
+        confirmed_at TEXT                 -- NULL while pending; a used link stays used
+    );
+    CREATE TABLE suppressions (
+        id INTEGER PRIMARY KEY,
+        email TEXT NOT NULL COLLATE NOCASE,
+        status TEXT NOT NULL,             -- unsubscribed | bounced | complained
+        source TEXT NOT NULL,             -- web | one-click | sendgrid | mailgun | postmark | resend | …
+        event_id TEXT NOT NULL DEFAULT '',
+        detail TEXT NOT NULL DEFAULT '',
+        at TEXT NOT NULL
+    );
+    CREATE INDEX suppressions_email ON suppressions (email, at);
+    CREATE UNIQUE INDEX suppressions_event ON suppressions (source, event_id) WHERE event_id != ''
+    """,
 ]
 
 REVIEW_COLUMNS = ("seq, id, title, url, tags, published, updated, body, summary, repo, author, "
@@ -470,3 +493,143 @@ class Store:
         return self.db.execute(
             "SELECT email, status, error FROM deliveries WHERE issue_id = ? "
             "AND status IN ('failed', 'unknown') ORDER BY email LIMIT ?", (issue_id, limit)).fetchall()
+
+    # --- opt-in, preferences, suppression (web app and webhooks) -------------------
+
+    def get_subscriber(self, email: str) -> Optional[Subscriber]:
+        """One subscriber by address (case-insensitive), or ``None``."""
+        r = self.db.execute("SELECT * FROM subscribers WHERE email = ?", (email,)).fetchone()
+        return Subscriber(r["email"], r["name"], tuple(json.loads(r["tags"])), r["status"]) if r else None
+
+    def request_confirmation(self, email: str, name: str, tags: tuple[str, ...], now: datetime,
+                             min_interval_seconds: float = 3600) -> Optional[tuple[str, Optional[str]]]:
+        """Record a subscribe request and claim the right to send one confirmation email.
+
+        At most one confirmation per address per ``min_interval_seconds`` (default one hour):
+        a request inside that window changes nothing and returns ``None``. Otherwise the
+        request's name and tags are kept, the pending nonce is reused (or a new one made
+        if the last one was used or invalidated) and ``sent_at`` is set to ``now``.
+
+        Returns:
+            ``(nonce, previous sent_at or None)`` (pass the latter to
+            :meth:`undo_confirmation_send` if the email could not be sent), or ``None``.
+        """
+        import secrets
+        from datetime import timedelta
+
+        with self.transaction():
+            row = self.db.execute("SELECT * FROM confirmations WHERE email = ?", (email,)).fetchone()
+            if row and datetime.fromisoformat(row["sent_at"]) > now - timedelta(seconds=min_interval_seconds):
+                return None
+            tags_json = json.dumps(list(tags), ensure_ascii=False)
+            if row is None:
+                nonce = secrets.token_urlsafe(12)
+                self.db.execute(
+                    "INSERT INTO confirmations (email, name, tags, nonce, requested_at, sent_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (email, name, tags_json, nonce, _iso(now), _iso(now)))
+                return nonce, None
+            nonce = row["nonce"] if row["nonce"] and not row["confirmed_at"] else secrets.token_urlsafe(12)
+            self.db.execute(
+                "UPDATE confirmations SET name = ?, tags = ?, nonce = ?, requested_at = ?, sent_at = ?, "
+                "confirmed_at = NULL WHERE email = ?", (name, tags_json, nonce, _iso(now), _iso(now), email))
+            return nonce, row["sent_at"]
+
+    def undo_confirmation_send(self, email: str, previous_sent_at: Optional[str]) -> None:
+        """Give back the hourly allowance claimed by :meth:`request_confirmation` after a failed send."""
+        if previous_sent_at is None:
+            self.db.execute("DELETE FROM confirmations WHERE email = ? AND confirmed_at IS NULL", (email,))
+        else:
+            self.db.execute("UPDATE confirmations SET sent_at = ? WHERE email = ?", (previous_sent_at, email))
+
+    def confirm_subscription(self, email: str, nonce: str, issued: datetime, now: datetime) -> str:
+        """Activate a subscription from a confirmation link (double opt-in).
+
+        Returns:
+            ``"confirmed"`` (now active with the requested tags); ``"already"`` (this link
+            was used before: nothing changes, so a replay is harmless); ``"invalid"``
+            (no such request, or superseded or invalidated by a later unsubscribe);
+            ``"unsubscribed_since"`` (the address unsubscribed after the link was made);
+            ``"suppressed"`` (bounced or complained: never mailed again).
+        """
+        with self.transaction():
+            row = self.db.execute("SELECT * FROM confirmations WHERE email = ?", (email,)).fetchone()
+            if row is None or not row["nonce"] or row["nonce"] != nonce:
+                return "invalid"
+            if row["confirmed_at"]:
+                return "already"
+            sub = self.db.execute("SELECT status, updated_at FROM subscribers WHERE email = ?",
+                                  (email,)).fetchone()
+            if sub and sub["status"] in ("bounced", "complained"):
+                return "suppressed"
+            if sub and sub["status"] == "unsubscribed" and datetime.fromisoformat(sub["updated_at"]) > issued:
+                return "unsubscribed_since"
+            self.upsert_subscriber(Subscriber(email, row["name"], tuple(json.loads(row["tags"])), "active"),
+                                   now, reactivate=True)
+            self.db.execute("UPDATE confirmations SET confirmed_at = ? WHERE email = ?", (_iso(now), email))
+            return "confirmed"
+
+    def update_preferences(self, email: str, tags: tuple[str, ...], by_email: bool, now: datetime) -> str:
+        """Change followed tags and whether the email comes (``by_email=False``: feeds only = unsubscribed).
+
+        A bounced or complained address keeps its status. An unknown address is recorded
+        (unsubscribed when ``by_email`` is false).
+
+        Returns:
+            the subscriber's status afterwards.
+        """
+        with self.transaction():
+            sub = self.get_subscriber(email)
+            if sub is not None and sub.status in ("bounced", "complained"):
+                status = sub.status
+            else:
+                status = "active" if by_email else "unsubscribed"
+            self.upsert_subscriber(Subscriber(sub.email if sub else email, sub.name if sub else "", tags, status),
+                                   now, reactivate=True)
+            if status != "active":
+                self._suppressed(email, status, "preferences", "", "", now)
+            return status
+
+    def suppress(self, email: str, status: str, now: datetime, source: str, event_id: str = "",
+                 detail: str = "") -> str:
+        """Stop all email to an address: ``unsubscribed``, ``bounced`` or ``complained``.
+
+        Strength order complained > bounced > unsubscribed: a weaker status never
+        replaces a stronger one. An unknown address is added with the status so a later
+        import cannot activate it. A pending confirmation link stops working. An event
+        seen before (same ``source`` and non-empty ``event_id``) changes nothing.
+
+        Returns:
+            ``"suppressed"`` (status changed), ``"unchanged"`` or ``"duplicate"``.
+        """
+        strength = {"active": 0, "unsubscribed": 1, "bounced": 2, "complained": 3}
+        if status not in strength or status == "active":
+            raise ValueError(f"not a suppression status: {status!r}")
+        with self.transaction():
+            if event_id and self.db.execute("SELECT 1 FROM suppressions WHERE source = ? AND event_id = ?",
+                                            (source, event_id)).fetchone():
+                return "duplicate"
+            self._suppressed(email, status, source, event_id, detail, now)
+            sub = self.get_subscriber(email)
+            if sub is None:
+                self.db.execute(
+                    "INSERT INTO subscribers (email, name, tags, status, created_at, updated_at) "
+                    "VALUES (?, '', '[]', ?, ?, ?)", (email, status, _iso(now), _iso(now)))
+                return "suppressed"
+            if strength[status] <= strength.get(sub.status, 0):
+                return "unchanged"
+            self.set_subscriber_status(email, status, now)
+            return "suppressed"
+
+    def _suppressed(self, email: str, status: str, source: str, event_id: str, detail: str,
+                    now: datetime) -> None:
+        self.db.execute("UPDATE confirmations SET nonce = '' WHERE email = ? AND confirmed_at IS NULL",
+                        (email,))
+        self.db.execute("INSERT INTO suppressions (email, status, source, event_id, detail, at) "
+                        "VALUES (?, ?, ?, ?, ?, ?)", (email, status, source, event_id, detail[:500], _iso(now)))
+
+    def suppression_log(self, email: Optional[str] = None) -> list[dict]:
+        """Suppression events, oldest first, all or for one address."""
+        sql, args = "SELECT * FROM suppressions", ()
+        if email:
+            sql, args = sql + " WHERE email = ?", (email,)
+        return [dict(r) for r in self.db.execute(sql + " ORDER BY id", args)]

@@ -31,7 +31,8 @@ class SmtpTransport:
     Options (``[transport]``): ``host`` (required), ``port`` (587 / 465 / 25 by
     security), ``security``, ``username``, ``password_env``, ``timeout`` (seconds,
     default 30), ``cafile`` (extra CA bundle, e.g. a test server's certificate),
-    ``local_hostname`` (EHLO name).
+    ``local_hostname`` (EHLO name), and optional DKIM signing: ``dkim_key_path``,
+    ``dkim_selector``, ``dkim_domain`` (see :mod:`newsletter.dkim_sign`).
 
     Raises:
         ConfigError: bad options or the password variable is unset.
@@ -59,6 +60,8 @@ class SmtpTransport:
         self.local_hostname = option(config, "local_hostname", str, None)
         self.conn: Optional[smtplib.SMTP] = None
         self.smtputf8 = False
+        from ..dkim_sign import signer_from_config
+        self.dkim = signer_from_config(config)
 
     # --- connection ---------------------------------------------------------------
 
@@ -132,6 +135,7 @@ class SmtpTransport:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _transaction(self, conn: smtplib.SMTP, m: OutgoingMessage) -> DeliveryResult:
+        data = self.dkim.sign(m.data) if self.dkim else m.data
         mail_opts: list[str] = []
         if not m.recipient.isascii():
             if not self.smtputf8:
@@ -146,7 +150,7 @@ class SmtpTransport:
         if code not in (250, 251):
             conn.rset()
             return _reply(m.recipient, code, resp, "RCPT TO")
-        code, resp = conn.data(m.data)
+        code, resp = conn.data(data)
         if code != 250:
             return _reply(m.recipient, code, resp, "DATA")
         return DeliveryResult(m.recipient, "sent", provider_id=_text(resp)[:200])
