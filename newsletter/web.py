@@ -198,14 +198,14 @@ def create_app(config: Config, clock: Clock = utcnow,
     def store() -> Store:
         return Store(config.store_path)
 
-    def page(template: str, status: int = 200, **ctx) -> Response:
+    def page(template: str, http_status: int = 200, **ctx) -> Response:
         body = renderer.template(template).render(site=renderer.site, labels=labels, **ctx)
-        resp = Response(body, status=status, mimetype="text/html")
+        resp = Response(body, status=http_status, mimetype="text/html")
         resp.headers["Cache-Control"] = "no-store"
         return resp
 
-    def notice(text: str, status: int = 200, title: str = "", links_: Optional[list] = None) -> Response:
-        return page("notice.html.j2", status, title=title or config.site.title, text=text, links=links_ or [])
+    def notice(text: str, http_status: int = 200, title: str = "", links_: Optional[list] = None) -> Response:
+        return page("notice.html.j2", http_status, title=title or config.site.title, text=text, links=links_ or [])
 
     def cookie_value() -> tuple[str, bool]:
         value = request.cookies.get(CSRF_COOKIE, "")
