@@ -61,7 +61,7 @@ CSRF_COOKIE = "newsletter_csrf"
 WEB_LABELS = {
     "en": {
         "subscribe_title": "Subscribe by email", "email": "Email address", "name": "Name (optional)",
-        "choose_tags": "Tags", "only_these": "Only these tags:", "subscribe_button": "Subscribe",
+        "choose_tags": "Tags", "none_means_all": "Tick none to get every tag.", "subscribe_button": "Subscribe",
         "check_inbox": "Almost done: if {email} can receive our email, a confirmation link is on its way. "
                        "Open it within {hours} hours to start your subscription.",
         "send_failed": "The confirmation email could not be sent just now. Please try again later.",
@@ -92,7 +92,7 @@ WEB_LABELS = {
     },
     "zh": {
         "subscribe_title": "邮件订阅", "email": "邮箱地址", "name": "称呼（可选）",
-        "choose_tags": "标签", "only_these": "只订阅这些标签：", "subscribe_button": "订阅",
+        "choose_tags": "标签", "none_means_all": "不勾选任何标签 = 接收全部标签。", "subscribe_button": "订阅",
         "check_inbox": "还差一步：如果 {email} 能收到我们的邮件，确认链接已在路上。请在 {hours} 小时内打开它以开始订阅。",
         "send_failed": "暂时无法发送确认邮件，请稍后再试。",
         "confirm_subject": "请确认订阅 {title}",
@@ -225,8 +225,7 @@ def create_app(config: Config, clock: Clock = utcnow,
                 for t, n, _ in st.tag_counts()]
 
     def chosen_tags(st: Store) -> tuple[str, ...]:
-        if request.form.get("scope", "all") == "all":
-            return ()
+        """The ticked tags that exist; none ticked means every tag."""
         known = st.tags()
         return tuple(k for k in dict.fromkeys(request.form.getlist("tag")) if k in known)
 
@@ -252,11 +251,11 @@ def create_app(config: Config, clock: Clock = utcnow,
         cookie, new = cookie_value()
         with store() as st:
             choices = tag_choices(st)
-            form = {"email": "", "name": "", "scope": "all", "tags": []}
+            form = {"email": "", "name": "", "tags": []}
             error = ""
             if request.method == "POST":
                 form = {"email": request.form.get("email", "")[:254], "name": request.form.get("name", "")[:100],
-                        "scope": request.form.get("scope", "all"), "tags": request.form.getlist("tag")}
+                        "tags": request.form.getlist("tag")}
                 if not csrf.check(request.form.get("csrf", ""), "subscribe", "", request.cookies.get(CSRF_COOKIE, "")):
                     error = labels["bad_form"]
                 else:

@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from conftest import make_config, review, write_jsonl
+from tests.conftest import make_config, review, write_jsonl
 from newsletter.config import load_config
 from newsletter.dkim_sign import SIGNED_HEADERS, DkimSigner, signer_from_config
 from newsletter.errors import ConfigError
@@ -54,14 +54,11 @@ def test_signature_verifies_and_covers_list_unsubscribe(rsa_key):
     signed = DkimSigner(pem(rsa_key), "news", "example.org").sign(sample_message().data)
     assert signed.startswith(b"DKIM-Signature:")
     assert dkim.verify(signed, dnsfunc=dns_for(rsa_key))
-    sig = dkim.DKIM(signed)
-    sig.verify(dnsfunc=dns_for(rsa_key))
-    signed_names = {h.decode().lower() for h in sig.signed_headers} if hasattr(sig, "signed_headers") else None
     header = signed.split(b"\r\n\r\n")[0].decode()
-    h_tag = header.split("h=")[1].split(";")[0].replace("\r\n", "").replace(" ", "").replace("\t", "").lower()
+    h_tag = header.split(" h=")[1].split(";")[0]
+    names = {"".join(n.split()).lower() for n in h_tag.split(":")}
     for name in ("from", "to", "subject", "date", "message-id", "list-id", "list-unsubscribe", "list-unsubscribe-post"):
-        assert name in h_tag.split(":")
-    assert signed_names is None or "list-unsubscribe-post" in signed_names
+        assert name in names
 
 
 def test_altered_unsubscribe_header_breaks_the_signature(rsa_key):
@@ -91,7 +88,7 @@ dkim_selector = "news"'''))
     data = smtp_sink.messages[0][2]
     assert data.startswith(b"DKIM-Signature:")
     assert b"d=example.org" in data.split(b"\r\n\r\n")[0].replace(b"\r\n ", b" ")
-    assert dkim.verify(data.replace(b"\n", b"\r\n") if b"\r\n" not in data else data, dnsfunc=dns_for(rsa_key))
+    assert dkim.verify(data, dnsfunc=dns_for(rsa_key))
 
 
 def test_smtp_without_dkim_options_does_not_sign(tmp_path, smtp_sink):

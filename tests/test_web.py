@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 import html5lib
 import pytest
 
-from conftest import make_config, review, write_jsonl
+from tests.conftest import make_config, review, write_jsonl
 from newsletter.config import load_config
 from newsletter.errors import ConfigError
 from newsletter.gather import gather
@@ -66,7 +66,7 @@ class Env:
     def subscribe(self, email, tags=None, name=""):
         data = {"csrf": self.csrf("/subscribe"), "email": email, "name": name}
         if tags is not None:
-            data.update(scope="some", tag=list(tags))
+            data.update(tag=list(tags))
         return self.client.post("/subscribe", data=data)
 
     def confirm_path(self, i=-1):
@@ -338,15 +338,15 @@ def test_preferences_page_shows_followed_tags(env):
 
 
 def test_preferences_change_tags(env):
-    """Choosing tags saves exactly those; choosing 'every tag' clears the list."""
+    """Ticking tags saves exactly those (unknown ones dropped); ticking none means every tag."""
     env.add("r@example.org")
     path = prefs(env, "r@example.org")
     token = env.csrf(path)
-    r = env.client.post(path, data={"csrf": token, "scope": "some", "tag": ["cpu", "性能", "nonsense"],
+    r = env.client.post(path, data={"csrf": token, "tag": ["cpu", "性能", "nonsense"],
                                     "delivery": "email"})
     assert r.status_code == 200 and "已保存" in r.text
     assert env.sub("r@example.org").tags == ("cpu", "性能")
-    env.client.post(path, data={"csrf": token, "scope": "all", "tag": ["cpu"], "delivery": "email"})
+    env.client.post(path, data={"csrf": token, "delivery": "email"})
     assert env.sub("r@example.org") == Subscriber("r@example.org", "", (), "active")
 
 
@@ -354,7 +354,7 @@ def test_preferences_feeds_only_unsubscribes_and_offers_opml(env):
     """'Feeds only' stops the email and lists the chosen tags' feeds and their OPML."""
     env.add("r@example.org")
     path = prefs(env, "r@example.org")
-    r = env.client.post(path, data={"csrf": env.csrf(path), "scope": "some", "tag": ["rocm"],
+    r = env.client.post(path, data={"csrf": env.csrf(path), "tag": ["rocm"],
                                     "delivery": "feeds"})
     assert env.sub("r@example.org").status == "unsubscribed"
     assert "https://reviews.example.org/tags/rocm.atom" in r.text
@@ -367,10 +367,10 @@ def test_preferences_need_a_csrf_token_bound_to_the_address(env):
     env.add("r@example.org", tags=["rocm"])
     env.add("x@example.org")
     other_token = env.csrf(prefs(env, "x@example.org"))
-    r = env.client.post(prefs(env, "r@example.org"), data={"csrf": other_token, "scope": "all", "delivery": "feeds"})
+    r = env.client.post(prefs(env, "r@example.org"), data={"csrf": other_token, "delivery": "feeds"})
     assert r.status_code == 400
     r = env.app.test_client().post(prefs(env, "r@example.org"),
-                                   data={"csrf": env.csrf(prefs(env, "r@example.org")), "scope": "all"})
+                                   data={"csrf": env.csrf(prefs(env, "r@example.org"))})
     assert r.status_code == 400
     assert env.sub("r@example.org") == Subscriber("r@example.org", "", ("rocm",), "active")
 
@@ -385,7 +385,7 @@ def test_preferences_cannot_reactivate_a_bounced_address(env):
     """Choosing email on the preferences page does not revive a bounced address."""
     env.add("b@example.org", status="bounced")
     path = prefs(env, "b@example.org")
-    env.client.post(path, data={"csrf": env.csrf(path), "scope": "all", "delivery": "email"})
+    env.client.post(path, data={"csrf": env.csrf(path), "delivery": "email"})
     assert env.sub("b@example.org").status == "bounced"
 
 

@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from conftest import make_config, review, write_jsonl
+from tests.conftest import make_config, review, write_jsonl
 from newsletter.config import load_config
 from newsletter.models import Subscriber
 from newsletter.store import Store
