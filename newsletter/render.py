@@ -48,6 +48,7 @@ LABELS = {
         "hello_anonymous": "Hello,",
         "subscribe_feed": "Subscribe to this tag's feed", "issue_archive": "Issues",
         "tags": "Tags", "entries": "entries", "all_reviews": "All reviews",
+        "subscribe_email": "Subscribe by email",
     },
     "zh": {
         "reviews": "篇评审", "view_in_browser": "在浏览器中查看", "read_more": "阅读全文",
@@ -58,6 +59,7 @@ LABELS = {
         "hello_anonymous": "你好：",
         "subscribe_feed": "订阅该标签的 Atom 源", "issue_archive": "往期",
         "tags": "标签", "entries": "篇", "all_reviews": "全部评审",
+        "subscribe_email": "邮件订阅",
     },
 }
 
@@ -118,7 +120,8 @@ class Renderer:
         s, base = self.config.site, self.config.site.base_url
         return {"title": s.title, "base_url": base, "language": s.language,
                 "description": s.description, "index_url": base + "index.html",
-                "opml_url": base + "feeds.opml", "all_url": base + "all.atom"}
+                "opml_url": base + "feeds.opml", "all_url": base + "all.atom",
+                "subscribe_url": (s.app_url or base) + "subscribe"}
 
     def template(self, name: str) -> jinja2.Template:
         """A template by name, user directory first.

@@ -121,3 +121,40 @@ def test_long_output_piped_into_head_is_quiet(site, tmp_path):
                          capture_output=True, text=True, env=env)
     assert out.stdout.startswith("reader0@example.org")
     assert out.stderr == ""
+
+
+def test_serve_answers_on_the_given_port(tmp_path):
+    """`newsletter serve --port N` serves the subscribe page on 127.0.0.1:N until stopped."""
+    import os
+    import time
+    import urllib.request
+
+    from tests.conftest import free_port
+
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    cfg = make_config(tmp_path)
+    port = free_port()
+    env = {**os.environ, "NEWSLETTER_TEST_SECRET": "k"}
+    proc = subprocess.Popen([sys.executable, "-m", "newsletter", "--config", str(cfg), "serve", "--port", str(port)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        body, deadline = None, time.monotonic() + 15
+        while body is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/subscribe", timeout=2) as resp:
+                    body = resp.read().decode("utf-8")
+            except OSError:
+                time.sleep(0.1)
+        assert body is not None and 'name="email"' in body
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_serve_without_signing_key_exits_2(tmp_path, monkeypatch):
+    """Without the signing key, serve prints one line naming the variable and exits 2."""
+    monkeypatch.delenv("NEWSLETTER_TEST_SECRET")
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    result = invoke(make_config(tmp_path), "serve", "--port", "1")
+    assert result.exit_code == 2
+    assert "NEWSLETTER_TEST_SECRET" in result.stderr and "Traceback" not in result.stderr

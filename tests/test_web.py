@@ -412,6 +412,7 @@ def test_feeds_directory_is_served_for_local_preview(env):
         build_feeds(env.config, st)
     r = env.client.get("/")
     assert r.status_code == 200 and "<h1>" in r.text
+    assert 'href="https://reviews.example.org/subscribe"' in r.text
     r = env.client.get("/tags/rocm.atom")
     assert r.status_code == 200 and b"<feed" in r.data
     assert env.client.get("/../newsletter.toml").status_code == 404
