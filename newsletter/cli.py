@@ -143,7 +143,7 @@ def feeds(ctx: Context) -> None:
 
     config = ctx.config
     with Store(config.store_path) as store:
-        report = build_feeds(config, store)
+        report = build_feeds(config, store, now=utcnow())
     ctx.say(f"feeds: {len(report.written)} written, {len(report.unchanged)} unchanged in {config.feeds.dir}")
 
 

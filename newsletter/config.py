@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import ConfigError
+from .tag_registry import TagsConfig, parse_tags_table
 
 DEFAULT_CONFIG = "newsletter.toml"
 WEEKDAYS = ("MON", "TUE", "WED", "THU", "FRI", "SAT", "SUN")
@@ -89,11 +90,15 @@ class FeedsConfig:
 
     Attributes:
         dir: output directory, resolved.
-        max_entries: entries per feed document (newest first).
+        max_entries: entries per feed document (newest first); archive pages
+            hold exactly this many (see :mod:`newsletter.feed_archive`).
+        websub_hub: WebSub hub URL (https://www.w3.org/TR/websub/) or empty;
+            advertised in every feed and pinged for changed feeds.
     """
 
     dir: Path
     max_entries: int = 50
+    websub_hub: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,7 @@ class Config:
     Attributes:
         path: the file it came from (for messages).
         site, sources, store_path, feeds, email, transport: see each class.
+        tags: the ``[tags]`` registry (aliases, display names, descriptions).
     """
 
     path: Path
@@ -181,6 +187,7 @@ class Config:
     email: EmailConfig
     transport: TransportConfig
     webhooks: WebhooksConfig = WebhooksConfig()
+    tags: TagsConfig = TagsConfig()
 
     def secret(self, env_name: str, what: str) -> str:
         """Read a secret from the environment.
@@ -310,7 +317,7 @@ def load_config(path: str | os.PathLike) -> Config:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     base = file.resolve().parent
 
-    top_known = {"site", "sources", "store", "feeds", "email", "transport", "webhooks"}
+    top_known = {"site", "sources", "store", "feeds", "email", "transport", "webhooks", "tags"}
     unknown = sorted(set(raw) - top_known)
     if unknown:
         raise ConfigError(f"{file}: unknown table [{unknown[0]}]")
@@ -367,9 +374,13 @@ def load_config(path: str | os.PathLike) -> Config:
             timeout=t.float("timeout", 30.0, 0.1), retries=t.int("retries", 3)))
 
     st = _Table(file, "store", raw.get("store"), {"path"})
-    fd = _Table(file, "feeds", raw.get("feeds"), {"dir", "max_entries"})
+    fd = _Table(file, "feeds", raw.get("feeds"), {"dir", "max_entries", "websub_hub"})
+    hub = fd.str("websub_hub", "")
+    if hub and (urlsplit(hub).scheme not in ("http", "https") or not urlsplit(hub).netloc):
+        raise ConfigError(f"{fd.where('websub_hub')} must be an absolute http(s) URL, got {hub!r}")
     feeds = FeedsConfig(dir=_path(base, fd.str("dir", "feeds")),
-                        max_entries=fd.int("max_entries", 50, 1))
+                        max_entries=fd.int("max_entries", 50, 1), websub_hub=hub)
+    tags = parse_tags_table(file, raw.get("tags"))
 
     e = _Table(file, "email", raw.get("email"),
                {"from", "reply_to", "send_at", "skip_empty", "since", "list_id",
@@ -415,6 +426,7 @@ def load_config(path: str | os.PathLike) -> Config:
         email=email,
         transport=TransportConfig(kind=kind, options=options),
         webhooks=webhooks,
+        tags=tags,
     )
 
 

@@ -81,7 +81,7 @@ def run_job(config: Config, clock: Clock, transport: Optional[Transport] = None,
             links = links_for(config)
             issue = compose(config, store, now, issue_id)
         renderer = Renderer(config)
-        f = build_feeds(config, store, renderer)
+        f = build_feeds(config, store, renderer, now)
         summary = None
         if issue.status in ("composed", "sending"):
             links = links or links_for(config)
@@ -118,7 +118,7 @@ def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
         if issue.status == "empty":
             raise NewsletterError(f"issue {issue.id} has no reviews; nothing to send")
         renderer = Renderer(config)
-        build_feeds(config, store, renderer)
+        build_feeds(config, store, renderer, now)
         own = transport is None
         transport = transport or make_transport(config)
         try:

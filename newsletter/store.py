@@ -123,6 +123,30 @@ MIGRATIONS: list[str] = [
     CREATE INDEX suppressions_email ON suppressions (email, at);
     CREATE UNIQUE INDEX suppressions_event ON suppressions (source, event_id) WHERE event_id != ''
     """,
+    # 3: archived feeds (RFC 5005), fingerprints of written feed documents, pending WebSub pings
+    """
+    CREATE TABLE feed_entries (
+        feed TEXT NOT NULL,               -- 'all' or 'tag:' + canonical tag key
+        pos INTEGER NOT NULL,             -- 1, 2, … in the order reviews joined the feed
+        review_seq INTEGER NOT NULL REFERENCES reviews (seq) ON DELETE CASCADE,
+        PRIMARY KEY (feed, pos),
+        UNIQUE (feed, review_seq)
+    );
+    CREATE TABLE feed_heads (
+        feed TEXT PRIMARY KEY,
+        last_pos INTEGER NOT NULL         -- highest position ever given; never goes down
+    );
+    CREATE TABLE feed_documents (
+        path TEXT PRIMARY KEY,            -- under feeds.dir, without extension
+        fingerprint TEXT NOT NULL
+    );
+    CREATE TABLE websub_pending (
+        url TEXT PRIMARY KEY,             -- a changed feed URL not yet accepted by the hub
+        queued_at TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT NOT NULL DEFAULT ''
+    );
+    """,
 ]
 
 REVIEW_COLUMNS = ("seq, id, title, url, tags, published, updated, body, summary, repo, author, "
@@ -322,6 +346,16 @@ class Store:
                 "FROM review_tags rt JOIN reviews r ON r.seq = rt.review_seq "
                 "WHERE rt.tag_key = ? ORDER BY rt.published_utc DESC, r.id LIMIT ?", (tag, limit))
         return self._stored(rows)
+
+    def reviews_by_seq(self, seqs: list[int]) -> list[StoredReview]:
+        """The reviews with these ``seq`` numbers, in the order given (unknown ones left out)."""
+        found: dict[int, sqlite3.Row] = {}
+        for i in range(0, len(seqs), 500):
+            chunk = seqs[i:i + 500]
+            for row in self.db.execute(f"SELECT {REVIEW_COLUMNS} FROM reviews WHERE seq IN "
+                                       f"({','.join('?' * len(chunk))})", chunk):
+                found[row["seq"]] = row
+        return self._stored(found[s] for s in seqs if s in found)
 
     def reviews_in_issue(self, issue_id: str) -> list[StoredReview]:
         """The reviews of one issue, newest first."""
