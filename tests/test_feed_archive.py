@@ -12,7 +12,7 @@ from newsletter.markup import render_markdown
 from newsletter.records import check_record
 from newsletter.store import Store
 
-from conftest import review
+from tests.conftest import review
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 

@@ -11,7 +11,7 @@ from newsletter.errors import ConfigError
 from newsletter.models import Tag
 from newsletter.tag_registry import TagsConfig, TagRegistry, parse_tags_table
 
-from conftest import make_config
+from tests.conftest import make_config
 
 F = Path("newsletter.toml")
 

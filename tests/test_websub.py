@@ -13,7 +13,7 @@ from newsletter.errors import ConfigError
 from newsletter.store import Store
 from newsletter.websub import publish
 
-from conftest import make_config
+from tests.conftest import make_config
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 
