@@ -414,6 +414,7 @@ def test_every_atom_document_points_to_the_stylesheet_which_renders_a_page(big):
     assert "订阅源" in page and "归档页" in page           # what it is (zh-CN site), and that it is an archive
     assert 'href="https://reviews.example.org/archive/2.atom"' in page
     assert "Review " in page
+    assert '<a href="https://github.com/acme/widgets/pull/' in page  # entry titles link to the pull request
 
 
 # --- index, OPML ------------------------------------------------------------------
