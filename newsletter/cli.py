@@ -166,9 +166,13 @@ def preview(ctx: Context, issue_id: Optional[str], out_dir: Path) -> None:
 @click.option("--issue", "issue_id", callback=_issue_id, help="Issue id like 2026-W48 (default: the one due now).")
 @click.option("--to", "to_addr", help="Send one test copy to this address; records nothing.")
 @click.option("--dry-run", is_flag=True, help="Say what would be sent; write nothing.")
+@click.option("--retry-failed", is_flag=True, help="Send again to the recipients whose delivery failed.")
+@click.option("--resend-unknown", is_flag=True,
+              help="Send again the messages whose fate is unknown (overrides [delivery] unknown = \"skip\").")
 @pass_ctx
 @handle_errors
-def send(ctx: Context, issue_id: Optional[str], to_addr: Optional[str], dry_run: bool) -> None:
+def send(ctx: Context, issue_id: Optional[str], to_addr: Optional[str], dry_run: bool,
+         retry_failed: bool = False, resend_unknown: bool = False) -> None:
     """Deliver an issue (resumable and idempotent)."""
     from . import job
 
@@ -186,7 +190,11 @@ def send(ctx: Context, issue_id: Optional[str], to_addr: Optional[str], dry_run:
             sys.exit(1)
         ctx.say(f"test copy of {issue.id} sent to {to_addr} ({result.provider_id})")
         return
-    issue, summary = job.send_issue(config, utcnow, issue_id)
+    from .console import send_progress
+
+    with send_progress("sending", enabled=None if not ctx.quiet else False) as progress:
+        issue, summary = job.send_issue(config, utcnow, issue_id, progress=progress, retry_failed=retry_failed,
+                                        resend_unknown=True if resend_unknown else None)
     _print_delivery(ctx, config, issue.id, summary)
     sys.exit(0 if summary.ok else 1)
 
@@ -198,6 +206,16 @@ def _print_delivery(ctx: Context, config: Config, issue_id: str, summary) -> Non
             f"ledger: " + ", ".join(f"{k} {v}" for k, v in sorted(l.items())))
     for err, n in summary.errors.most_common(10):
         click.echo(f"failed: {n} × {err}", err=True)
+    if l.get("unknown"):
+        click.echo(f"unknown: {l['unknown']} message(s) may or may not have been delivered; "
+                   f"[delivery] unknown = \"{config.delivery.unknown}\" (see `newsletter status`; "
+                   f"`send --resend-unknown` sends them again)", err=True)
+    if summary.paused:
+        click.echo(f"paused: {summary.paused}", err=True)
+    if not ctx.quiet:
+        from .console import print_summary
+
+        print_summary(summary)
     if config.transport.kind == "outbox":
         ctx.say(f"messages: {Path(config.transport.options.get('dir', 'outbox'))}")
 

@@ -148,6 +148,41 @@ class TransportConfig:
     options: dict = field(default_factory=dict)
 
 
+UNKNOWN_POLICIES = ("skip", "resend")
+
+
+@dataclass(frozen=True)
+class DeliveryConfig:
+    """``[delivery]``: pacing, retries and what to do with messages of unknown fate.
+
+    Attributes:
+        rate: messages per second at most; ``0`` = as fast as the transport goes.
+        max_attempts: tries per request or recipient for transient failures
+            (429, 5xx, timeouts, connection resets, SMTP 4xx) within one run.
+        backoff: seconds before the first retry; doubles each retry, with jitter.
+        backoff_max: the longest wait between retries, seconds (a server's
+            ``Retry-After`` longer than this is still honoured up to ``retry_after_max``).
+        retry_after_max: the longest ``Retry-After`` honoured, seconds; a longer
+            one makes the request count as failed-transient for this run.
+        pause_after_failures: stop the run cleanly after this many failures in a
+            row (the rest stays pending for the next ``send``); ``0`` = never.
+        unknown: ``"skip"`` (default: leave messages whose fate is unknown as
+            ``unknown`` and report them; never risk a second copy) or ``"resend"``
+            (send them again; a recipient may get two copies). Transports with an
+            idempotency key (``resend``, ``outbox``) replay instead, so neither applies.
+        batch_size: messages per transport call; ``0`` = the transport's documented cap.
+    """
+
+    rate: float = 0.0
+    max_attempts: int = 3
+    backoff: float = 1.0
+    backoff_max: float = 60.0
+    retry_after_max: float = 300.0
+    pause_after_failures: int = 10
+    unknown: str = "skip"
+    batch_size: int = 0
+
+
 @dataclass(frozen=True)
 class WebhooksConfig:
     """``[webhooks]``: names of the environment variables holding each provider's webhook secret.
@@ -188,6 +223,7 @@ class Config:
     transport: TransportConfig
     webhooks: WebhooksConfig = WebhooksConfig()
     tags: TagsConfig = TagsConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
 
     def secret(self, env_name: str, what: str) -> str:
         """Read a secret from the environment.
@@ -317,7 +353,7 @@ def load_config(path: str | os.PathLike) -> Config:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     base = file.resolve().parent
 
-    top_known = {"site", "sources", "store", "feeds", "email", "transport", "webhooks", "tags"}
+    top_known = {"site", "sources", "store", "feeds", "email", "transport", "webhooks", "tags", "delivery"}
     unknown = sorted(set(raw) - top_known)
     if unknown:
         raise ConfigError(f"{file}: unknown table [{unknown[0]}]")
@@ -416,6 +452,18 @@ def load_config(path: str | os.PathLike) -> Config:
         resend_secret_env=wh.str("resend_secret_env", d.resend_secret_env),
         max_age=wh.int("max_age", d.max_age, 1),
     )
+    dl = _Table(file, "delivery", raw.get("delivery"),
+                {"rate", "max_attempts", "backoff", "backoff_max", "retry_after_max",
+                 "pause_after_failures", "unknown", "batch_size"})
+    policy = dl.str("unknown", "skip")
+    if policy not in UNKNOWN_POLICIES:
+        raise ConfigError(f"{dl.where('unknown')} must be one of {', '.join(UNKNOWN_POLICIES)}, got {policy!r}")
+    delivery = DeliveryConfig(
+        rate=dl.float("rate", 0.0), max_attempts=dl.int("max_attempts", 3, 1),
+        backoff=dl.float("backoff", 1.0), backoff_max=dl.float("backoff_max", 60.0),
+        retry_after_max=dl.float("retry_after_max", 300.0),
+        pause_after_failures=dl.int("pause_after_failures", 10), unknown=policy,
+        batch_size=dl.int("batch_size", 0))
 
     return Config(
         path=file,
@@ -427,6 +475,7 @@ def load_config(path: str | os.PathLike) -> Config:
         transport=TransportConfig(kind=kind, options=options),
         webhooks=webhooks,
         tags=tags,
+        delivery=delivery,
     )
 
 

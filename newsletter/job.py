@@ -98,8 +98,12 @@ def run_job(config: Config, clock: Clock, transport: Optional[Transport] = None,
 
 
 def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
-               transport: Optional[Transport] = None, progress=None) -> tuple[Issue, DeliverySummary]:
+               transport: Optional[Transport] = None, progress=None, retry_failed: bool = False,
+               resend_unknown: Optional[bool] = None) -> tuple[Issue, DeliverySummary]:
     """Deliver an issue by hand: the given one or the due one (composed if needed); resumable.
+
+    ``retry_failed`` puts the issue's failed recipients back in the queue first;
+    ``resend_unknown`` overrides ``[delivery] unknown`` for this run.
 
     Raises:
         NewsletterError: the issue does not exist (and is not the due one) or is empty.
@@ -122,7 +126,8 @@ def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
         own = transport is None
         transport = transport or make_transport(config)
         try:
-            summary = deliver(config, store, issue, transport, renderer, links, clock, progress=progress)
+            summary = deliver(config, store, issue, transport, renderer, links, clock, progress=progress,
+                              retry_failed=retry_failed, resend_unknown=resend_unknown)
         finally:
             if own:
                 transport.close()

@@ -138,13 +138,17 @@ class DeliveryResult:
 
     Attributes:
         recipient: the bare address.
-        status: ``sent`` (accepted by the next hop), ``failed`` (permanent) or
-            ``retry`` (transient; the send loop tries again later).
+        status: ``sent`` (accepted by the next hop), ``failed`` (permanent),
+            ``retry`` (transient and certainly not accepted; the send loop tries again
+            later) or ``unknown`` (the request went out but no answer came back: it
+            may have been accepted; ``[delivery] unknown`` decides).
         provider_id: the id the provider or server gave, if any.
-        error: one line saying why, for ``failed`` and ``retry``.
+        error: one line saying why (for ``sent`` an optional note).
+        retry_after: seconds the server asked to wait before a retry, if it said.
     """
 
     recipient: str
     status: str
     provider_id: str = ""
     error: str = ""
+    retry_after: Optional[float] = None

@@ -147,6 +147,11 @@ MIGRATIONS: list[str] = [
         last_error TEXT NOT NULL DEFAULT ''
     );
     """,
+    # 4: which transport call a ledger row went out in, and when (replays with idempotency keys)
+    """
+    ALTER TABLE deliveries ADD COLUMN batch TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN batch_at TEXT
+    """,
 ]
 
 REVIEW_COLUMNS = ("seq, id, title, url, tags, published, updated, body, summary, repo, author, "
@@ -493,8 +498,9 @@ class Store:
         return cur.rowcount
 
     def deliveries(self, issue_id: str, statuses: tuple[str, ...], after: str = "",
-                   limit: int = 500) -> list[tuple[Subscriber, sqlite3.Row]]:
-        """A batch of ledger rows in the given statuses, ordered by address, after ``after``.
+                   limit: int = 500, batch: Optional[str] = None) -> list[tuple[Subscriber, sqlite3.Row]]:
+        """A batch of ledger rows in the given statuses, ordered by address, after ``after``
+        (and only those of transport call ``batch`` when given).
 
         Returns:
             (subscriber, ledger row) pairs; a subscriber no longer active comes with
@@ -505,7 +511,9 @@ class Store:
             f"SELECT d.*, s.name, s.tags AS stags, s.status AS sstatus FROM deliveries d "
             f"LEFT JOIN subscribers s ON s.email = d.email "
             f"WHERE d.issue_id = ? AND d.status IN ({marks}) AND d.email > ? "
-            f"ORDER BY d.email LIMIT ?", (issue_id, *statuses, after, limit)).fetchall()
+            + ("AND d.batch = ? " if batch is not None else "")
+            + "ORDER BY d.email LIMIT ?",
+            (issue_id, *statuses, after, *((batch,) if batch is not None else ()), limit)).fetchall()
         return [(Subscriber(r["email"], r["name"] or "", tuple(json.loads(r["stags"] or "[]")),
                             r["sstatus"] or "unsubscribed"), r) for r in rows]
 
@@ -667,3 +675,28 @@ class Store:
         if email:
             sql, args = sql + " WHERE email = ?", (email,)
         return [dict(r) for r in self.db.execute(sql + " ORDER BY id", args)]
+
+    def mark_sending(self, issue_id: str, emails: Iterable[str], batch: str, now: datetime) -> None:
+        """Mark rows ``sending`` in transport call ``batch`` (time ``now``); ``attempts`` grows by one."""
+        self.db.executemany(
+            "UPDATE deliveries SET status = 'sending', error = '', attempts = attempts + 1, batch = ?, "
+            "batch_at = ?, updated_at = ? WHERE issue_id = ? AND email = ?",
+            [(batch, _iso(now), _iso(now), issue_id, e) for e in emails])
+
+    def requeue(self, issue_id: str, statuses: tuple[str, ...], now: datetime, note: str = "") -> int:
+        """Put every row in ``statuses`` back to ``pending`` (``--retry-failed``, unknown policy ``resend``).
+
+        Returns:
+            how many rows moved.
+        """
+        marks = ",".join("?" * len(statuses))
+        cur = self.db.execute(
+            f"UPDATE deliveries SET status = 'pending', batch = '', error = ?, updated_at = ? "
+            f"WHERE issue_id = ? AND status IN ({marks})", (note, _iso(now), issue_id, *statuses))
+        return cur.rowcount
+
+    def unknown_batches(self, issue_id: str) -> list[tuple[str, Optional[datetime], int]]:
+        """Transport calls with rows of unknown fate: (batch, when it was sent, rows), oldest first."""
+        return [(r[0], _dt(r[1]), r[2]) for r in self.db.execute(
+            "SELECT batch, min(batch_at), count(*) FROM deliveries WHERE issue_id = ? AND status = 'unknown' "
+            "AND batch != '' GROUP BY batch ORDER BY min(batch_at), batch", (issue_id,))]

@@ -57,7 +57,7 @@ def make_transport(config: Config) -> Transport:
     Raises:
         ConfigError: unknown ``kind`` or a bad option (named with the file).
     """
-    from . import memory, outbox, smtp  # noqa: F401  (registration)
+    from . import mailgun, memory, outbox, postmark, resend, sendgrid, smtp  # noqa: F401  (registration)
 
     kind = config.transport.kind
     if kind not in REGISTRY:

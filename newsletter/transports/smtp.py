@@ -6,11 +6,16 @@ password from the environment variable named by ``password_env``. Each message
 is sent with ``MAIL``/``RCPT``/``DATA`` so the server's reply (which usually
 carries its queue id) is kept as the provider id. Reply codes (RFC 5321 §4.2):
 4xx is transient (retry later), 5xx permanent for that recipient.
-A connection lost *after* the server accepted ``DATA`` (250) counts as sent.
+A connection lost *after* the whole message went out (the end-of-data ``.``
+was written) counts as sent, whether or not the 250 reply arrived: the server
+has the message, and sending it again would make a second copy. A connection
+lost before that is retried on a new connection. A server that never greets
+fails within ``timeout``.
 """
 
 from __future__ import annotations
 
+import re
 import smtplib
 import socket
 import ssl
@@ -107,8 +112,23 @@ class SmtpTransport:
     # --- sending ------------------------------------------------------------------
 
     def send(self, messages: Sequence[OutgoingMessage]) -> list[DeliveryResult]:
-        """Send each message; a dropped connection is reopened once per message."""
-        return [self._send_one(m) for m in messages]
+        """Send each message; a dropped connection is reopened once per message.
+
+        Raises:
+            DeliveryError: cannot connect or log in before the first message (nothing sent);
+                later in the batch the remaining messages come back as ``retry`` instead.
+        """
+        results: list[DeliveryResult] = []
+        for m in messages:
+            try:
+                results.append(self._send_one(m))
+            except DeliveryError as exc:
+                if not results:
+                    raise
+                results += [DeliveryResult(x.recipient, "retry", error=str(exc)[:300])
+                            for x in messages[len(results):]]
+                break
+        return results
 
     def _send_one(self, m: OutgoingMessage) -> DeliveryResult:
         for attempt in (1, 2):
@@ -150,7 +170,25 @@ class SmtpTransport:
         if code not in (250, 251):
             conn.rset()
             return _reply(m.recipient, code, resp, "RCPT TO")
-        code, resp = conn.data(data)
+        code, resp = conn.docmd("data")
+        if code != 354:
+            conn.rset()
+            return _reply(m.recipient, code, resp, "DATA")
+        body = re.sub(rb"(?m)^\.", b"..", data)
+        if not body.endswith(b"\r\n"):
+            body += b"\r\n"
+        conn.send(body + b".\r\n")
+        # the whole message is with the server now: whatever happens next, it is not sent again
+        try:
+            code, resp = conn.getreply()
+        except smtplib.SMTPServerDisconnected:
+            self._drop()
+            return DeliveryResult(m.recipient, "sent", error="the server closed the connection after the "
+                                  "message was transmitted, without a reply; counted as sent")
+        except (socket.timeout, TimeoutError, OSError):
+            self._drop()
+            return DeliveryResult(m.recipient, "unknown", error=f"no reply to the end of DATA within "
+                                  f"{self.timeout:g} s")
         if code != 250:
             return _reply(m.recipient, code, resp, "DATA")
         return DeliveryResult(m.recipient, "sent", provider_id=_text(resp)[:200])
