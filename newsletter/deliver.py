@@ -116,6 +116,9 @@ class Composer:
         Raises:
             ValueError: the address cannot be written (invalid internationalised domain).
         """
+        if not sub.email.rpartition("@")[0].isascii():
+            raise ValueError("non-ASCII local part: the address needs SMTPUTF8 (RFC 6531), "
+                             "which newsletter's messages do not use")
         edition = self.editions.for_tags(sub.tags)
         if edition is None:
             return None
@@ -249,7 +252,7 @@ def deliver(config: Config, store: Store, issue: Issue, transport: Transport, re
         bid = replay or batch_id(issue.id, owners)
         with store.transaction():
             for _, st, _, _ in updates:
-                summary.counts[st if st != "unknown" else "unknown"] += 0 if replay else 1
+                summary.counts[st] += 0 if replay else 1
             store.mark(issue.id, updates, now)
             store.mark_sending(issue.id, owners, bid, now)
         if not outgoing:

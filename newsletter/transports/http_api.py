@@ -51,6 +51,11 @@ from . import option
 USER_AGENT = f"newsletter/{__version__} (+requests)"
 
 
+def _sleep(seconds: float) -> None:
+    """How transports wait (looked up at call time so tests can record waits instead)."""
+    time.sleep(seconds)
+
+
 @dataclass
 class Template:
     """A message body shared by a group of recipients, with per-recipient tokens.
@@ -145,7 +150,7 @@ class HttpApiTransport:
     idempotency_window: Optional[float] = None   # seconds a provider keeps idempotency keys
     default_base_url = ""
 
-    def __init__(self, config: Config, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(self, config: Config, sleep: Optional[Callable[[float], None]] = None) -> None:
         self.config = config
         self.base_url = option(config, "base_url", str, self.default_base_url).rstrip("/")
         env = option(config, "api_key_env", str, required=True)
@@ -154,11 +159,15 @@ class HttpApiTransport:
         d = config.delivery
         self.max_attempts, self.backoff = d.max_attempts, d.backoff
         self.backoff_max, self.retry_after_max = d.backoff_max, d.retry_after_max
-        self.sleep = sleep
+        self._sleep = sleep
         self.session = requests.Session()
         self.session.headers["User-Agent"] = USER_AGENT
         self.not_before = 0.0   # time.monotonic() before which no request may start (rate-limit reset)
         self.calls = 0
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (the injected sleep, else :func:`_sleep`)."""
+        (self._sleep or _sleep)(seconds)
 
     # --- provider hooks -----------------------------------------------------------------
 
