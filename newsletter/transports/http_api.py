@@ -237,7 +237,7 @@ class HttpApiTransport:
     def _send_group(self, msgs: list[OutgoingMessage]) -> list[DeliveryResult]:
         call = self.build(msgs)
         url = self.base_url + call.path
-        last_error, retry_after = "", None
+        last_error, retry_after, maybe_sent = "", None, False
         for attempt in range(1, self.max_attempts + 1):
             if attempt > 1:
                 delay = retry_after if retry_after is not None else backoff_delay(
@@ -256,6 +256,7 @@ class HttpApiTransport:
             except requests.exceptions.ReadTimeout:
                 last_error = f"{self.name}: no answer within {self.timeout:g} s"
                 if self.idempotent and call.key:
+                    maybe_sent = True
                     continue
                 return self._unknown(msgs, last_error)
             except requests.exceptions.ConnectionError as exc:
@@ -264,6 +265,7 @@ class HttpApiTransport:
                     continue
                 last_error = f"{self.name}: connection lost before the answer: {_root(exc)}"
                 if self.idempotent and call.key:
+                    maybe_sent = True
                     continue
                 return self._unknown(msgs, last_error)
             except requests.exceptions.RequestException as exc:
@@ -292,6 +294,8 @@ class HttpApiTransport:
                 half = len(msgs) // 2
                 return self._send_group(msgs[:half]) + self._send_group(msgs[half:])
             return [DeliveryResult(m.recipient, "failed", error=last_error) for m in msgs]
+        if maybe_sent:   # an earlier try may have been accepted: replay it later under the same key
+            return self._unknown(msgs, last_error)
         return [DeliveryResult(m.recipient, "retry", error=last_error, retry_after=retry_after) for m in msgs]
 
     def _unknown(self, msgs: Sequence[OutgoingMessage], error: str) -> list[DeliveryResult]:
