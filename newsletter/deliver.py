@@ -150,7 +150,7 @@ def deliver(config: Config, store: Store, issue: Issue, transport: Transport, re
             links: Links, clock: Clock, *, batch_size: Optional[int] = None, max_attempts: Optional[int] = None,
             backoff: Optional[float] = None, resend_unknown: Optional[bool] = None,
             retry_failed: bool = False, progress: Optional[Callable[[int, int], None]] = None,
-            sleep: Callable[[float], None] = _time.sleep) -> DeliverySummary:
+            sleep: Optional[Callable[[float], None]] = None) -> DeliverySummary:
     """Deliver an issue to every active subscriber not yet served; resumable and idempotent.
 
     Args:
@@ -169,7 +169,7 @@ def deliver(config: Config, store: Store, issue: Issue, transport: Transport, re
             == "resend"``). Ignored for idempotent transports, which replay instead.
         retry_failed: put every ``failed`` row back to ``pending`` first (``send --retry-failed``).
         progress: called with (done, total) after each batch.
-        sleep: how to wait (seconds); tests pass a recorder.
+        sleep: how to wait (seconds; default :func:`time.sleep`); tests pass a recorder.
 
     Returns:
         A :class:`DeliverySummary`; ``paused`` is set when ``[delivery]
@@ -192,6 +192,7 @@ def deliver(config: Config, store: Store, issue: Issue, transport: Transport, re
     replayable = bool(transport.idempotent)
     window = getattr(transport, "idempotency_window", None)
     limiter = RateLimiter(d.rate, sleep=sleep)
+    sleep = sleep or _time.sleep
     consecutive = 0
     waits: list[float] = []
     now = clock()

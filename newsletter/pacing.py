@@ -109,9 +109,17 @@ class RateLimiter:
         sleep, monotonic: injectable for tests.
     """
 
-    def __init__(self, rate: float, sleep: Sleep = time.sleep, monotonic: Monotonic = time.monotonic) -> None:
-        self.rate, self.sleep, self.monotonic = rate, sleep, monotonic
+    def __init__(self, rate: float, sleep: Optional[Sleep] = None, monotonic: Optional[Monotonic] = None) -> None:
+        self.rate, self._sleep, self._monotonic = rate, sleep, monotonic
         self.next_free: Optional[float] = None
+
+    def sleep(self, seconds: float) -> None:
+        """Wait (the injected function, else :func:`time.sleep`)."""
+        (self._sleep or time.sleep)(seconds)
+
+    def monotonic(self) -> float:
+        """Now on a monotonic clock, seconds."""
+        return (self._monotonic or time.monotonic)()
 
     def acquire(self, n: int = 1) -> float:
         """Wait until ``n`` messages may leave; returns the seconds waited."""

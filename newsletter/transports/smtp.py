@@ -44,7 +44,7 @@ class SmtpTransport:
     """
 
     name = "smtp"
-    max_batch = 50
+    max_batch = 1          # one message per ledger commit: a crash leaves at most one message in doubt
     idempotent = False
 
     def __init__(self, config: Config) -> None:
