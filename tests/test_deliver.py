@@ -183,7 +183,7 @@ def test_sigkill_during_smtp_send_never_duplicates(tmp_path):
     only the message in flight at each kill is `unknown`, and it is reported."""
     from aiosmtpd.controller import Controller
     from conftest import free_port
-    from test_smtp import Behaving
+    from test_smtp_transport import Behaving
 
     class Killer(Behaving):
         pid = 0

@@ -38,7 +38,7 @@ def test_one_personalization_per_recipient_with_substitutions(http_stub, tmp_pat
     p0, p1 = doc["personalizations"]
     assert p0["to"] == [{"email": "r0000@example.com", "name": "Reader 0"}]
     assert p0["headers"]["List-Unsubscribe"] != p1["headers"]["List-Unsubscribe"]
-    assert p0["substitutions"]["-nl-name_html-"] == "Reader 0" and "-nl-name_html-" in doc["content"][1]["value"]
+    assert p0["substitutions"]["-nl-email-"] == "r0000@example.com" and "-nl-greeting_html-" in doc["content"][1]["value"]
     assert p0["custom_args"]["message_id"].startswith("2026-W48.")
 
 
