@@ -25,6 +25,12 @@ class Transport(Protocol):
         max_batch: most messages one :meth:`send` call takes.
         idempotent: sending the same message (same ``message_id``) twice delivers
             one copy, so a message whose fate is unknown after a crash may be resent.
+            The send loop replays such a batch with exactly the same messages.
+        idempotency_window: optional attribute, seconds the provider remembers an
+            idempotency key (Resend: 24 h); absent or ``None`` = forever (outbox).
+
+    ``send`` raises DeliveryError only when no message of the batch can have been
+    accepted; a request that went out without an answer gives ``unknown`` results.
     """
 
     name: str
