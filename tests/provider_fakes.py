@@ -303,7 +303,7 @@ FAST = "\n[delivery]\nbackoff = 0.01\nbackoff_max = 0.05\n"
 
 def prepare(tmp_path, n: int, transport: str, delivery: str = "", subscribers=None):
     """A config with 6 reviews gathered and ``n`` subscribers ``r0000@example.com``…; returns the Config."""
-    from conftest import make_config, review, write_jsonl
+    from tests.conftest import make_config, review, write_jsonl
     from newsletter.config import load_config
     from newsletter.gather import gather
     from newsletter.models import Subscriber

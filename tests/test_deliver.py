@@ -16,7 +16,7 @@ from newsletter.errors import ConfigError
 from newsletter.models import DeliveryResult
 from newsletter.store import Store
 from newsletter.transports.memory import MemoryTransport
-from provider_fakes import KEY, NOW, FakeResend, ledger, prepare, send, transport_toml
+from tests.provider_fakes import KEY, NOW, FakeResend, ledger, prepare, send, transport_toml
 
 MEMORY = 'kind = "memory"\n'
 
@@ -182,8 +182,8 @@ def test_sigkill_during_smtp_send_never_duplicates(tmp_path):
     """Kill `send` mid-SMTP (before a DATA reply, and before a RCPT) and resume: nobody gets two copies;
     only the message in flight at each kill is `unknown`, and it is reported."""
     from aiosmtpd.controller import Controller
-    from conftest import free_port
-    from test_smtp_transport import Behaving
+    from tests.conftest import free_port
+    from tests.test_smtp_transport import Behaving
 
     class Killer(Behaving):
         pid = 0

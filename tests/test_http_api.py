@@ -8,7 +8,7 @@ import time
 import pytest
 
 from newsletter.errors import DeliveryError
-from provider_fakes import FAKES, KEY, ledger, prepare, send, transport_toml
+from tests.provider_fakes import FAKES, KEY, ledger, prepare, send, transport_toml
 
 KINDS = sorted(FAKES)
 
@@ -32,7 +32,7 @@ def messages_1201(tmp_path_factory):
     from newsletter.job import links_for
     from newsletter.render import Renderer
     from newsletter.store import Store
-    from provider_fakes import NOW
+    from tests.provider_fakes import NOW
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("NEWSLETTER_TEST_SECRET", "test-signing-key")
@@ -51,7 +51,7 @@ def test_1201_recipients_in_fewest_requests(kind, http_stub, tmp_path, messages_
     """1,201 recipients go out in ceil(1201 / cap) requests, each recipient exactly once with their own link."""
     from newsletter.config import load_config
     from newsletter.transports import make_transport
-    from conftest import make_config
+    from tests.conftest import make_config
 
     fake = FAKES[kind](http_stub)
     transport = make_transport(load_config(make_config(tmp_path, transport=transport_toml(kind, http_stub.url))))

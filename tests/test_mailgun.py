@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from newsletter.errors import ConfigError
-from provider_fakes import FakeMailgun, KEY, ledger, prepare, send, transport_toml
+from tests.provider_fakes import FakeMailgun, KEY, ledger, prepare, send, transport_toml
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def test_region_picks_the_base_url(tmp_path):
     """`region = "eu"` sends to api.eu.mailgun.net; an unknown region is a config error."""
     from newsletter.config import load_config
     from newsletter.transports import make_transport
-    from conftest import make_config
+    from tests.conftest import make_config
 
     t = make_transport(load_config(make_config(tmp_path, transport='kind = "mailgun"\napi_key_env = '
                                                '"NEWSLETTER_TEST_API_KEY"\ndomain = "mg.x.org"\nregion = "eu"')))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provider_fakes import FakePostmark, KEY, ledger, prepare, send, transport_toml
+from tests.provider_fakes import FakePostmark, KEY, ledger, prepare, send, transport_toml
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from newsletter.errors import DeliveryError
-from provider_fakes import FakeResend, KEY, ledger, prepare, send, transport_toml
+from tests.provider_fakes import FakeResend, KEY, ledger, prepare, send, transport_toml
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from provider_fakes import FakeSendGrid, KEY, ledger, prepare, send, transport_toml
+from tests.provider_fakes import FakeSendGrid, KEY, ledger, prepare, send, transport_toml
 
 
 @pytest.fixture(autouse=True)

@@ -120,7 +120,7 @@ import asyncio  # noqa: E402
 from collections import Counter  # noqa: E402
 
 from newsletter.models import Subscriber  # noqa: E402
-from provider_fakes import ledger, prepare, send  # noqa: E402
+from tests.provider_fakes import ledger, prepare, send  # noqa: E402
 
 
 class Behaving:
@@ -162,7 +162,7 @@ class Behaving:
 def behaving_server():
     from aiosmtpd.controller import Controller
 
-    from conftest import free_port
+    from tests.conftest import free_port
 
     handler = Behaving()
     handler.port = free_port()
