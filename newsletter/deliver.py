@@ -30,7 +30,7 @@ from .links import Links
 from .message import build_message, parse_sender
 from .models import Issue, OutgoingMessage, StoredReview, Subscriber
 from .pacing import RateLimiter, backoff_delay
-from .render import PLACEHOLDERS, RenderedEmail, Renderer, greeting, personalize
+from .render import RenderedEmail, Renderer, greeting, personalize
 from .store import Store
 from .transports import Transport
 
@@ -137,7 +137,7 @@ class Composer:
         msg.fields["template"] = {
             "key": f"{self.issue.id}|{'|'.join(sorted(sub.tags))}|{subject_prefix}",
             "subject": subject_prefix + edition.subject, "html": edition.html, "text": edition.text,
-            "placeholders": dict(PLACEHOLDERS), "values": values}
+            "placeholders": dict(edition.placeholders), "nonce": edition.nonce, "values": values}
         return msg
 
 

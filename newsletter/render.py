@@ -13,7 +13,8 @@ The template context holds plain data only, never config objects or the environm
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import cached_property
 from pathlib import Path
@@ -29,14 +30,11 @@ from .models import Issue, StoredReview
 
 PACKAGE_TEMPLATES = Path(__file__).parent / "templates"
 
-# Per-recipient placeholders: plain ASCII words that pass Jinja escaping and MJML unchanged.
-PLACEHOLDERS = {
-    "greeting": "NLPH0greeting0NLPH",
-    "name": "NLPH0name0NLPH",
-    "email": "NLPH0email0NLPH",
-    "unsubscribe_url": "NLPH0unsubscribe0NLPH",
-    "preferences_url": "NLPH0preferences0NLPH",
-}
+# Per-recipient variables. Each Renderer spells their placeholders with a random
+# nonce (plain ASCII letters and digits: they pass Jinja escaping and MJML
+# unchanged), so no review text can contain one and have it filled with a
+# recipient's address or signed links.
+PLACEHOLDER_NAMES = ("greeting", "name", "email", "unsubscribe_url", "preferences_url")
 
 LABELS = {
     "en": {
@@ -79,6 +77,8 @@ class RenderedEmail:
         text: plain-text twin.
         review_count: reviews shown (all of them, even in excerpt mode).
         mode: ``full``, ``excerpt`` or ``truncated`` (only the first ones fit under the size cap).
+        placeholders: variable name → the token standing for it in ``html`` and ``text``.
+        nonce: the random part of those tokens (also used to name provider-side variables).
     """
 
     subject: str
@@ -86,6 +86,8 @@ class RenderedEmail:
     text: str
     review_count: int
     mode: str = "full"
+    placeholders: dict = field(default_factory=dict, compare=False)
+    nonce: str = ""
 
 
 class Renderer:
@@ -113,6 +115,8 @@ class Renderer:
             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
         self.env.filters["excerpt"] = excerpt
         self.compiles = 0
+        self.nonce = secrets.token_hex(8)
+        self.placeholders = {k: f"NLPH{self.nonce}{k.replace('_', '')}NLPH" for k in PLACEHOLDER_NAMES}
 
     @cached_property
     def site(self) -> dict:
@@ -175,7 +179,7 @@ class Renderer:
                       "archive_url": archive_url},
             "reviews": items, "hidden_count": len(reviews) - len(items), "mode": mode,
             "followed": names, "archive": archive,
-            "recipient": dict(PLACEHOLDERS),
+            "recipient": dict(self.placeholders),
         }
 
     def subject(self, issue: Issue, count: int) -> str:
@@ -240,7 +244,8 @@ class Renderer:
             text = self.template("email.txt.j2").render(**ctx)
         except jinja2.TemplateError as exc:
             raise RenderError(f"email.txt.j2: {exc}") from None
-        return RenderedEmail(self.subject(issue, len(reviews)), html_out, text, len(reviews), mode)
+        return RenderedEmail(self.subject(issue, len(reviews)), html_out, text, len(reviews), mode,
+                             dict(self.placeholders), self.nonce)
 
     def _html(self, issue, reviews, followed, mode, shown, archive) -> str:
         ctx = self.issue_context(issue, reviews, followed, mode, shown, archive)
@@ -274,7 +279,7 @@ def personalize(rendered: RenderedEmail, values: dict[str, str]) -> tuple[str, s
         ``(html, text)``; values are HTML-escaped in the HTML part.
     """
     html_out, text_out = rendered.html, rendered.text
-    for key, token in PLACEHOLDERS.items():
+    for key, token in rendered.placeholders.items():
         value = values.get(key, "")
         html_out = html_out.replace(token, html.escape(value, quote=True))
         text_out = text_out.replace(token, value)

