@@ -8,6 +8,7 @@ line (``error: …``), never a traceback unless ``-v``.
 from __future__ import annotations
 
 import functools
+import sqlite3
 import json
 import logging
 import os
@@ -55,6 +56,8 @@ def handle_errors(fn):
             _fail(ctx, exc, 1)
         except NewsletterError as exc:
             _fail(ctx, exc, 1)
+        except sqlite3.Error as exc:
+            _fail(ctx, exc, 1, prefix="store: ")
         except BrokenPipeError:
             # The reader went away (e.g. `| head`): stop quietly, like other Unix tools.
             import os as _os
@@ -98,7 +101,7 @@ def _issue_id(ctx, param, value: Optional[str]) -> Optional[str]:
     from datetime import date
     m = re.fullmatch(r"(\d{4})-W(\d{2})", value.strip())
     try:
-        if not m:
+        if not m or not 1970 <= int(m.group(1)) <= 2999:
             raise ValueError
         date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
     except ValueError:
@@ -139,10 +142,12 @@ def gather(ctx: Context) -> None:
 def feeds(ctx: Context) -> None:
     """Write the feeds directory from the store."""
     from .feeds import build_feeds
+    from .lock import RunLock
     from .store import Store
 
     config = ctx.config
-    with Store(config.store_path) as store:
+    # must_exist: a mistyped [store] path must not publish empty feeds over real ones.
+    with RunLock(config.store_path), Store(config.store_path, must_exist=True) as store:
         report = build_feeds(config, store, now=utcnow())
     ctx.say(f"feeds: {len(report.written)} written, {len(report.unchanged)} unchanged in {config.feeds.dir}")
 

@@ -70,6 +70,7 @@ class SourceConfig:
         token_env: environment variable holding a bearer token for ``url``.
         timeout: seconds per HTTP request.
         retries: retries of a failed HTTP request (with exponential backoff).
+        max_seconds: the most one HTTP source may take, all pages and retries included.
     """
 
     path: Optional[Path] = None
@@ -77,6 +78,7 @@ class SourceConfig:
     token_env: Optional[str] = None
     timeout: float = 30.0
     retries: int = 3
+    max_seconds: float = 300.0
 
     @property
     def name(self) -> str:
@@ -399,7 +401,7 @@ def load_config(path: str | os.PathLike) -> Config:
         raise ConfigError(f"{file}: sources must be an array of tables ([[sources]])")
     sources = []
     for i, item in enumerate(raw_sources):
-        t = _Table(file, f"sources.{i}", item, {"path", "url", "token_env", "timeout", "retries"})
+        t = _Table(file, f"sources.{i}", item, {"path", "url", "token_env", "timeout", "retries", "max_seconds"})
         p, u = t.str("path"), t.str("url")
         if bool(p) == bool(u):
             raise ConfigError(f"{file}: [[sources]] #{i + 1} needs exactly one of path or url")
@@ -407,7 +409,8 @@ def load_config(path: str | os.PathLike) -> Config:
             raise ConfigError(f"{t.where('url')} must be an http(s) URL, got {u!r}")
         sources.append(SourceConfig(
             path=_path(base, p) if p else None, url=u, token_env=t.str("token_env"),
-            timeout=t.float("timeout", 30.0, 0.1), retries=t.int("retries", 3)))
+            timeout=t.float("timeout", 30.0, 0.1), retries=t.int("retries", 3),
+            max_seconds=t.float("max_seconds", 300.0, 1.0)))
 
     st = _Table(file, "store", raw.get("store"), {"path"})
     fd = _Table(file, "feeds", raw.get("feeds"), {"dir", "max_entries", "websub_hub"})

@@ -433,6 +433,7 @@ def build_feeds(config: Config, store: Store, renderer: Optional[Renderer] = Non
     now = now or datetime.now(timezone.utc)
     base, per_page = config.site.base_url, config.feeds.max_entries
     writer = Writer(config.feeds.dir)
+    writer.sweep()
     report = FeedsReport()
     with store.transaction():
         registry = TagRegistry(config.tags, store.tags(), lambda name: store.ensure_tag(name, now))

@@ -81,33 +81,46 @@ def gather(config: Config, store: Store, now: datetime,
                     report.rejected += 1
                     report.problems.append(f"{item.location}: {item.error}")
                     continue
+                rid = item.data.get("id") if isinstance(item.data, dict) else None
+                label = f" (id {rid!r})" if isinstance(rid, str) and rid else ""
                 try:
-                    checked = check_record(item.data)
+                    _take(item, store, report, hashes, first_seen, now)
                 except RecordError as exc:
                     report.rejected += 1
-                    rid = item.data.get("id") if isinstance(item.data, dict) else None
-                    label = f" (id {rid!r})" if isinstance(rid, str) and rid else ""
                     report.problems.append(f"{item.location}{label}: {exc}")
-                    continue
-                review = checked.review
-                for w in checked.warnings:
-                    report.warnings.append(f"{item.location} (id {review.id!r}): {w}")
-                if review.id in first_seen:
+                except (ValueError, TypeError, RecursionError, OverflowError, UnicodeError) as exc:
+                    # Input no rule foresaw must still cost only its own record.
                     report.rejected += 1
-                    report.problems.append(
-                        f"{item.location} (id {review.id!r}): the same id is already at "
-                        f"{first_seen[review.id]} in this gather; this one is ignored")
-                    continue
-                first_seen[review.id] = item.location
-                digest = content_hash(review)
-                if hashes.get(review.id) == digest:
-                    report.unchanged += 1
-                    continue
-                outcome = store.upsert_review(review, render_markdown(review.body, review.url), now)
-                hashes[review.id] = digest
-                setattr(report, outcome, getattr(report, outcome) + 1)
+                    report.problems.append(f"{item.location}{label}: cannot take this record "
+                                           f"({type(exc).__name__}: {str(exc)[:120]})")
             if read.cache:
                 store.save_http_cache({u: (c.etag, c.next_url) for u, c in read.cache.items()})
     with store.transaction():
         store.record_gather(now, report.counts())
     return report
+
+
+def _take(item, store: Store, report: GatherReport, hashes: dict[str, str],
+          first_seen: dict[str, str], now: datetime) -> None:
+    """Check one decoded record and store it; raises RecordError (or ValueError…) to reject it."""
+    checked = check_record(item.data)
+    review = checked.review
+    if review.id in first_seen:
+        raise RecordError(f"the same id is already at {first_seen[review.id]} in this gather; "
+                          "this one is ignored")
+    digest = content_hash(review)
+    if hashes.get(review.id) == digest:
+        first_seen[review.id] = item.location
+        report.unchanged += 1
+        return
+    try:
+        body_html = render_markdown(review.body, review.url)
+    except ValueError as exc:
+        raise RecordError(str(exc)) from None
+    with store.transaction():  # a savepoint: a failure undoes this record only
+        outcome = store.upsert_review(review, body_html, now)
+    first_seen[review.id] = item.location
+    hashes[review.id] = digest
+    for w in checked.warnings:
+        report.warnings.append(f"{item.location} (id {review.id!r}): {w}")
+    setattr(report, outcome, getattr(report, outcome) + 1)

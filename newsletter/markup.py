@@ -33,6 +33,27 @@ def strip_xml_forbidden(text: str) -> tuple[str, int]:
     return cleaned, count
 
 
+MAX_DEPTH = 100
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)[^>]*?(/?)>")
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
+         "track", "wbr"}
+
+
+def nesting_depth(fragment: str) -> int:
+    """The deepest element nesting in an HTML fragment (unclosed tags count as open)."""
+    depth = deepest = 0
+    for m in _TAG.finditer(fragment):
+        closing, name, selfclosing = m.group(1), m.group(2).lower(), m.group(3)
+        if name in _VOID or selfclosing:
+            continue
+        if closing:
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            deepest = max(deepest, depth)
+    return deepest
+
+
 def render_markdown(body: str, base_url: str) -> str:
     """Render one review body to sanitized HTML.
 
@@ -43,11 +64,19 @@ def render_markdown(body: str, base_url: str) -> str:
     Returns:
         An HTML fragment safe to embed in a page, a feed or an email; ``""`` for
         an empty body.
+
+    Raises:
+        ValueError: the body nests more than :data:`MAX_DEPTH` elements deep (lists,
+            quotes or raw HTML): such input crashes email renderers and makes
+            sanitizing quadratic, and no review needs it.
     """
     if not body.strip():
         return ""
     raw = cmarkgfm.github_flavored_markdown_to_html(
         body, options=Options.CMARK_OPT_UNSAFE | Options.CMARK_OPT_VALIDATE_UTF8)
+    depth = nesting_depth(raw)
+    if depth > MAX_DEPTH:
+        raise ValueError(f"body nests {depth} levels deep (at most {MAX_DEPTH})")
     return nh3.clean(
         raw,
         url_relative=("rewrite_with_base", base_url),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,6 +31,8 @@ _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 MAX_ID = 500
 MAX_TITLE = 1000
 MAX_BODY = 1_000_000  # characters; larger bodies are refused, not truncated
+MAX_TAGS = 50
+MIN_YEAR, MAX_YEAR = 1970, 2999  # dates outside are typos, and break local-time arithmetic
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ def _one_line(data: dict, key: str, required: bool, limit: int = 10_000) -> str:
         return ""
     if not isinstance(value, str):
         raise RecordError(f"{key} must be a string, got {type(value).__name__}")
+    _check_unicode(value, key)
     if _LINE_BREAKS.search(value):
         raise RecordError(f"{key} must be one line (contains a line break)")
     if XML_FORBIDDEN.search(value):
@@ -60,6 +63,13 @@ def _one_line(data: dict, key: str, required: bool, limit: int = 10_000) -> str:
     if len(value) > limit:
         raise RecordError(f"{key} is longer than {limit} characters")
     return value
+
+
+def _check_unicode(value: str, key: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(f"{key} contains an unpaired surrogate (not valid Unicode text)") from None
 
 
 def parse_datetime(value: Any, key: str) -> datetime:
@@ -76,9 +86,16 @@ def parse_datetime(value: Any, key: str) -> datetime:
             raise RecordError(f"{key} {value!r} has no UTC offset (RFC 3339 needs Z or ±hh:mm)")
         raise RecordError(f"{key} {value!r} is not an RFC 3339 date-time")
     try:
-        return datetime.fromisoformat(text.replace("z", "Z"))
+        parsed = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError as exc:
         raise RecordError(f"{key} {value!r}: {exc}") from None
+    try:
+        utc_year = parsed.astimezone(timezone.utc).year
+    except OverflowError:
+        utc_year = 0
+    if not MIN_YEAR <= utc_year <= MAX_YEAR or not MIN_YEAR <= parsed.year <= MAX_YEAR:
+        raise RecordError(f"{key} {value!r} is outside the years {MIN_YEAR}–{MAX_YEAR}")
+    return parsed
 
 
 def check_record(data: Any) -> Checked:
@@ -99,22 +116,31 @@ def check_record(data: Any) -> Checked:
     rid = _one_line(data, "id", True, MAX_ID)
     title = _one_line(data, "title", True, MAX_TITLE)
     url = _one_line(data, "url", True, 2000)
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 — raises ValueError for a port out of range
+    except ValueError as exc:
+        raise RecordError(f"url {url!r} is not a valid URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise RecordError(f"url {url!r} is not an absolute http(s) URL")
-    if any(c.isspace() for c in url):
-        raise RecordError(f"url {url!r} contains white space")
+    if any(c.isspace() for c in url) or any(c in url for c in '"<>\\^`{|}'):
+        raise RecordError(f"url {url!r} contains white space or characters URLs may not hold")
+    if parts.username is not None or parts.password is not None:
+        raise RecordError(f"url {url!r} carries credentials (user:password@); publish it without them")
 
     raw_tags = data.get("tags")
     if raw_tags is None:
         raise RecordError("missing required key 'tags'")
     if not isinstance(raw_tags, list):
         raise RecordError("tags must be a list of strings")
+    if len(raw_tags) > MAX_TAGS:
+        raise RecordError(f"tags has {len(raw_tags)} entries (at most {MAX_TAGS})")
     tags: list[str] = []
     seen: set[str] = set()
     for i, t in enumerate(raw_tags):
         if not isinstance(t, str):
             raise RecordError(f"tags[{i}] must be a string")
+        _check_unicode(t, f"tags[{i}]")
         if _LINE_BREAKS.search(t) or XML_FORBIDDEN.search(t):
             raise RecordError(f"tags[{i}] {t!r} must be one line of text")
         name = clean_tag_name(t)
@@ -136,9 +162,12 @@ def check_record(data: Any) -> Checked:
     published = parse_datetime(data["published"], "published")
     updated = parse_datetime(data["updated"], "updated") if data.get("updated") is not None else published
 
-    body = data.get("body") or ""
+    body = data.get("body")
+    if body is None:
+        body = ""
     if not isinstance(body, str):
         raise RecordError(f"body must be a string, got {type(body).__name__}")
+    _check_unicode(body, "body")
     if len(body) > MAX_BODY:
         raise RecordError(f"body is longer than {MAX_BODY} characters")
     body, removed = strip_xml_forbidden(body)
@@ -150,7 +179,7 @@ def check_record(data: Any) -> Checked:
     if repo and not _REPO.fullmatch(repo):
         raise RecordError(f"repo {repo!r} is not of the form owner/name")
     author = _one_line(data, "author", False, 200)
-    unknown = sorted(set(data) - KNOWN_KEYS)
+    unknown = sorted(str(k) for k in set(data) - KNOWN_KEYS)
     if unknown:
         warnings.append(f"ignored unknown key(s): {', '.join(map(str, unknown))}")
     return Checked(

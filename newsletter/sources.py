@@ -15,9 +15,11 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
+from urllib.parse import urljoin, urlsplit
 
 import requests
 import yaml
@@ -30,6 +32,8 @@ from .errors import SourceError
 
 FILE_SUFFIXES = {".json", ".jsonl", ".ndjson", ".md", ".markdown"}
 MAX_PAGES = 10_000
+MAX_RESPONSE_BYTES = 64 * 2**20   # one HTTP page
+RETRY_AFTER_MAX = 60.0            # seconds; a longer Retry-After is cut to this
 
 
 @dataclass(frozen=True)
@@ -144,10 +148,15 @@ def _read_markdown(name: str, text: str) -> Item:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark else ""
         return Item(name, error=f"front matter is not valid YAML{where}")
+    except RecursionError:
+        return Item(name, error="front matter nests too deeply")
     if not isinstance(data, dict):
         return Item(name, error="front matter must be a mapping of keys")
     data = {k: _yaml_scalar(v) for k, v in data.items()}
-    data.setdefault("body", body.strip("\n"))
+    body = body.strip("\n")
+    if "body" in data and body.strip():
+        return Item(name, error="the body is given twice: as a front-matter 'body' key and after the front matter")
+    data.setdefault("body", body)
     return Item(name, data)
 
 
@@ -169,6 +178,8 @@ def parse_json_lines(name: str, text: str) -> Iterator[Item]:
             yield Item(where, json.loads(line))
         except json.JSONDecodeError as exc:
             yield Item(where, error=f"not JSON ({exc.msg} at column {exc.colno})")
+        except (ValueError, RecursionError) as exc:  # nesting too deep, integers too long
+            yield Item(where, error=f"JSON the reader refuses ({type(exc).__name__}: {str(exc)[:80]})")
 
 
 def parse_json_document(name: str, text: str) -> tuple[list[Item], Optional[str]]:
@@ -184,6 +195,8 @@ def parse_json_document(name: str, text: str) -> tuple[list[Item], Optional[str]
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SourceError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise SourceError(f"{name}: JSON the reader refuses ({type(exc).__name__}: {str(exc)[:80]})") from None
     next_url = None
     if isinstance(doc, dict):
         if not isinstance(doc.get("reviews"), list):
@@ -199,13 +212,22 @@ def parse_json_document(name: str, text: str) -> tuple[list[Item], Optional[str]
 
 # --- HTTP ----------------------------------------------------------------------
 
+class _CappedRetry(Retry):
+    """urllib3 ``Retry`` that waits at most :data:`RETRY_AFTER_MAX` seconds for a ``Retry-After``."""
+
+    def get_retry_after(self, response):  # noqa: D102 — urllib3 hook
+        value = super().get_retry_after(response)
+        return None if value is None else min(value, RETRY_AFTER_MAX)
+
+
 def make_session(retries: int) -> requests.Session:
-    """A session retrying connection errors, 429 and 5xx with exponential backoff, honouring ``Retry-After``."""
+    """A session retrying connection errors, 429 and 5xx with exponential backoff, honouring
+    ``Retry-After`` (RFC 9110 §10.2.3) up to :data:`RETRY_AFTER_MAX` seconds."""
     session = requests.Session()
-    retry = Retry(total=retries, connect=retries, read=retries, status=retries,
-                  backoff_factor=0.5, status_forcelist=(429, 500, 502, 503, 504),
-                  allowed_methods=frozenset({"GET"}), respect_retry_after_header=True,
-                  raise_on_status=False)
+    retry = _CappedRetry(total=retries, connect=retries, read=retries, status=retries,
+                         backoff_factor=0.5, backoff_max=30, status_forcelist=(429, 500, 502, 503, 504),
+                         allowed_methods=frozenset({"GET"}), respect_retry_after_header=True,
+                         raise_on_status=False)
     adapter = HTTPAdapter(max_retries=retry)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
@@ -213,10 +235,31 @@ def make_session(retries: int) -> requests.Session:
     return session
 
 
+def _origin(url: str) -> tuple:
+    parts = urlsplit(url)
+    return (parts.scheme.lower(), (parts.hostname or "").lower(), parts.port)
+
+
+def _body(url: str, resp: requests.Response, deadline: float) -> str:
+    """The response body as text: at most MAX_RESPONSE_BYTES, before the deadline, strictly decoded."""
+    chunks, size = [], 0
+    for chunk in resp.iter_content(65536):
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise SourceError(f"{url}: response larger than {MAX_RESPONSE_BYTES // 2**20} MiB")
+        if time.monotonic() > deadline:
+            raise SourceError(f"{url}: source took longer than its max_seconds")
+        chunks.append(chunk)
+    data = b"".join(chunks)
+    charset = resp.encoding if "charset" in resp.headers.get("Content-Type", "").lower() else "utf-8"
+    try:
+        return data.decode(charset or "utf-8")
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise SourceError(f"{url}: body is not valid {charset} text ({exc.__class__.__name__})") from None
+
+
 def _read_http(src: SourceConfig, cache: dict[str, HttpCache],
                session: Optional[requests.Session]) -> SourceRead:
-    from urllib.parse import urljoin
-
     own = session is None
     session = session or make_session(src.retries)
     headers = {"Accept": "application/json, application/x-ndjson;q=0.9, */*;q=0.1"}
@@ -229,38 +272,49 @@ def _read_http(src: SourceConfig, cache: dict[str, HttpCache],
     new_cache: dict[str, HttpCache] = {}
     unchanged = 0
     url: Optional[str] = src.url
+    origin = _origin(src.url)
     seen: set[str] = set()
+    deadline = time.monotonic() + src.max_seconds
     try:
         while url:
             if url in seen or len(seen) >= MAX_PAGES:
                 raise SourceError(f"{src.url}: pagination loops at {url}")
+            if _origin(url) != origin:
+                # The token and the trust go to the configured origin only (no SSRF, no downgrade).
+                raise SourceError(f"{src.url}: 'next' link {url} leaves the source's origin")
+            if time.monotonic() > deadline:
+                raise SourceError(f"{src.url}: source took longer than its max_seconds ({src.max_seconds:g} s)")
             seen.add(url)
             page_headers = dict(headers)
             old = cache.get(url)
             if old and old.etag:
                 page_headers["If-None-Match"] = old.etag
             try:
-                resp = session.get(url, headers=page_headers, timeout=src.timeout)
+                resp = session.get(url, headers=page_headers, timeout=src.timeout, stream=True)
             except requests.Timeout:
                 raise SourceError(f"{url}: timed out after {src.timeout:g} s") from None
             except requests.RequestException as exc:
                 raise SourceError(f"{url}: cannot connect ({type(exc).__name__})") from None
-            if resp.status_code == 304 and old:
-                unchanged += 1
-                new_cache[url] = old
-                url = urljoin(url, old.next_url) if old.next_url else None
-                continue
-            if resp.status_code != 200:
-                raise SourceError(f"{url}: HTTP {resp.status_code} {resp.reason or ''}".rstrip())
-            resp.encoding = resp.encoding if "charset" in resp.headers.get("Content-Type", "") else "utf-8"
-            text = resp.text
-            ctype = resp.headers.get("Content-Type", "")
+            with resp:
+                if resp.status_code == 304 and old:
+                    unchanged += 1
+                    new_cache[url] = old
+                    url = urljoin(url, old.next_url) if old.next_url else None
+                    continue
+                if resp.status_code != 200:
+                    raise SourceError(f"{url}: HTTP {resp.status_code} {resp.reason or ''}".rstrip())
+                try:
+                    text = _body(url, resp, deadline)
+                except requests.RequestException as exc:
+                    raise SourceError(f"{url}: connection failed while reading ({type(exc).__name__})") from None
+                ctype = resp.headers.get("Content-Type", "")
+                etag = resp.headers.get("ETag", "")
             if "ndjson" in ctype or "jsonl" in ctype or url.split("?")[0].endswith((".jsonl", ".ndjson")):
                 page_items, next_url = list(parse_json_lines(url, text)), None
             else:
                 page_items, next_url = parse_json_document(url, text)
             items.extend(page_items)
-            new_cache[url] = HttpCache(resp.headers.get("ETag", ""), next_url)
+            new_cache[url] = HttpCache(etag, next_url)
             url = urljoin(url, next_url) if next_url else None
     finally:
         if own:

@@ -223,9 +223,23 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolls back on any exception (nested calls join the outer one)."""
+        """``BEGIN IMMEDIATE`` … ``COMMIT``; rolls back on any exception. A nested call is a
+        ``SAVEPOINT``: its failure rolls back only what it did."""
         if self.db.in_transaction:
-            yield self.db
+            # Nested: a savepoint, so a failure undoes only the inner part.
+            self._depth = getattr(self, "_depth", 0) + 1
+            name = f"sp{self._depth}"
+            self.db.execute(f"SAVEPOINT {name}")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute(f"ROLLBACK TO {name}")
+                self.db.execute(f"RELEASE {name}")
+                self._tags = None
+                raise
+            finally:
+                self._depth -= 1
+            self.db.execute(f"RELEASE {name}")
             return
         self.db.execute("BEGIN IMMEDIATE")
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, TextIO
 
+from .errors import SourceError
 from .models import Subscriber
 from .store import Store
 from .tags import clean_tag_name, tag_key
@@ -23,16 +24,42 @@ _ADDR = re.compile(r"[^@\s\"(),:;<>\[\\\]]+@[^@\s\"(),:;<>\[\\\]]+\.[^@\s\"(),:;
 _BREAKS = re.compile("[\r\n\u2028\u2029\x85\x0b\x0c\x00-\x1f\x7f]")
 
 
+_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+
+
 def normalize_email(raw: str) -> str:
-    """Trim an address and lower-case its domain.
+    """Trim an address, check it the way sending will, and lower-case its domain.
+
+    The local part must be an RFC 5322 dot-atom or quoted string (a non-ASCII one,
+    RFC 6531, is kept: it fails alone at send unless the path supports SMTPUTF8);
+    the domain must be a host name (RFC 1123 labels) or an internationalised
+    domain that converts to IDNA A-labels (RFC 5891).
 
     Raises:
-        ValueError: not a plausible single address.
+        ValueError: not a plausible single address, naming why.
     """
+    from email.errors import HeaderParseError, NonASCIILocalPartDefect
+    from email.headerregistry import Address
+
     addr = raw.strip()
     if _BREAKS.search(addr) or not _ADDR.fullmatch(addr) or len(addr) > 254:
         raise ValueError(f"{raw!r} is not an email address")
     local, _, domain = addr.rpartition("@")
+    try:
+        ascii_domain = domain.lower().encode("idna").decode("ascii")
+        for label in ascii_domain.split("."):
+            if label.startswith("xn--"):
+                label.encode("ascii").decode("idna")
+    except UnicodeError:
+        raise ValueError(f"{raw!r}: the domain is not a valid (internationalised) domain name") from None
+    labels = ascii_domain.split(".")
+    if len(labels) < 2 or not all(_LABEL.fullmatch(x) for x in labels) or labels[-1].isdigit():
+        raise ValueError(f"{raw!r}: the domain is not a valid host name")
+    if local.isascii():
+        try:
+            Address(addr_spec=f"{local}@{ascii_domain}")
+        except (HeaderParseError, NonASCIILocalPartDefect, ValueError, IndexError) as exc:
+            raise ValueError(f"{raw!r}: the local part is not valid ({exc})") from None
     return f"{local}@{domain.lower()}"
 
 
@@ -80,17 +107,34 @@ def import_csv(store: Store, fh: TextIO, source: str, now: datetime) -> ImportRe
 
     Returns:
         An :class:`ImportReport`; bad rows are reported (``source:line: reason``) and skipped.
+
+    Raises:
+        SourceError: the file is not UTF-8 or not CSV past some line; nothing is imported.
     """
     report = ImportReport()
     reader = csv.DictReader(fh)
-    if not reader.fieldnames or "email" not in [f.strip().lower() for f in reader.fieldnames]:
+    try:
+        fieldnames = reader.fieldnames
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise SourceError(f"{source}: cannot read CSV ({type(exc).__name__}: {str(exc)[:100]}); "
+                          "nothing was imported") from None
+    if not fieldnames or "email" not in [(f or "").strip().lower() for f in fieldnames]:
         report.rejected += 1
         report.problems.append(f"{source}:1: the header must name an 'email' column")
         return report
     with store.transaction():
-        for row in reader:
+        rows = iter(reader)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except (csv.Error, UnicodeDecodeError) as exc:
+                # The rest of the file cannot be trusted: import none of it.
+                raise SourceError(f"{source}:{reader.line_num + 1}: cannot read CSV "
+                                  f"({type(exc).__name__}: {str(exc)[:100]}); nothing was imported") from None
             line = reader.line_num
-            row = {(k or "").strip().lower(): (v or "") for k, v in row.items()}
+            row = {(k or "").strip().lower(): (v if isinstance(v, str) else "") for k, v in row.items()}
             try:
                 sub = make_subscriber(row.get("email", ""), row.get("name", ""), row.get("tags", ""))
             except ValueError as exc:
@@ -102,11 +146,19 @@ def import_csv(store: Store, fh: TextIO, source: str, now: datetime) -> ImportRe
     return report
 
 
+def spreadsheet_safe(cell: str) -> str:
+    """A cell a spreadsheet will not run as a formula: a leading ``= + - @``, tab or CR gets a ``'``
+    (OWASP "CSV Injection")."""
+    return "'" + cell if cell[:1] in ("=", "+", "-", "@", "\t", "\r") else cell
+
+
 def export_csv(subs: Iterable[Subscriber], tag_names: dict[str, str]) -> str:
-    """CSV text (``email,name,tags,status``) of the given subscribers, tags by display name."""
+    """CSV text (``email,name,tags,status``) of the given subscribers, tags by display name;
+    cells are made :func:`spreadsheet_safe`."""
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["email", "name", "tags", "status"])
     for s in subs:
-        w.writerow([s.email, s.name, "|".join(tag_names.get(k, k) for k in s.tags), s.status])
+        row = [s.email, s.name, "|".join(tag_names.get(k, k) for k in s.tags), s.status]
+        w.writerow([spreadsheet_safe(c) for c in row])
     return out.getvalue()

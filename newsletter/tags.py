@@ -28,29 +28,37 @@ def tag_key(name: str) -> str:
     >>> tag_key("  ＲＯＣｍ ") == tag_key("rocm")
     True
     """
-    folded = unicodedata.normalize("NFKC", name).casefold()
+    folded = unicodedata.normalize("NFKC", clean_tag_name(name)).casefold()
     return " ".join(folded.split())
 
 
 def clean_tag_name(name: str) -> str:
-    """The display form of a tag: NFC, inner white space collapsed, trimmed."""
-    return " ".join(unicodedata.normalize("NFC", name).split())
+    """The display form of a tag: NFC, invisible format characters (Unicode category Cf:
+    zero-width spaces, bidirectional overrides) removed, inner white space collapsed, trimmed."""
+    visible = "".join(c for c in unicodedata.normalize("NFC", name) if unicodedata.category(c) != "Cf")
+    return " ".join(visible.split())
+
+
+MAX_SLUG = 64
 
 
 def base_slug(key: str) -> str:
     """The slug a key gets when nothing else has it (see the module docstring).
 
     Returns:
-        A non-empty string of ``[a-z0-9-]``.
+        A non-empty string of ``[a-z0-9-]``, at most :data:`MAX_SLUG` characters
+        (a longer one is cut and given 8 hex of SHA-1(key), so file names stay short).
     """
     if key.isascii():
         slug = _NON_SLUG.sub("-", key).strip("-")
-        if slug:
-            return slug
-        return "tag-" + hashlib.sha1(key.encode()).hexdigest()[:8]
-    puny = key.encode("punycode").decode("ascii").lower()
-    slug = _NON_SLUG.sub("-", puny).strip("-")
-    return "xn--" + slug
+        if not slug:
+            return "tag-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+    else:
+        puny = key.encode("punycode").decode("ascii").lower()
+        slug = "xn--" + _NON_SLUG.sub("-", puny).strip("-")
+    if len(slug) > MAX_SLUG:
+        slug = slug[: MAX_SLUG - 9].rstrip("-") + "-" + hashlib.sha1(key.encode()).hexdigest()[:8]
+    return slug
 
 
 def unique_slug(key: str, taken: set[str]) -> str:

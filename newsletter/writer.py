@@ -28,6 +28,22 @@ class Writer:
         self.unchanged: list[Path] = []
         self._seen: set[Path] = set()
 
+    def sweep(self) -> int:
+        """Remove temporary files a killed writer left under ``root`` (call with the run lock held).
+
+        Returns:
+            how many were removed.
+        """
+        removed = 0
+        if self.root.exists():
+            for tmp in self.root.rglob(".tmp-*"):
+                try:
+                    tmp.unlink()
+                    removed += 1
+                except OSError:
+                    pass
+        return removed
+
     def write(self, relpath: str, data: bytes) -> bool:
         """Write ``data`` to ``root/relpath`` if it differs; ``True`` when written.
 

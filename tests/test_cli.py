@@ -158,3 +158,18 @@ def test_serve_without_signing_key_exits_2(tmp_path, monkeypatch):
     result = invoke(make_config(tmp_path), "serve", "--port", "1")
     assert result.exit_code == 2
     assert "NEWSLETTER_TEST_SECRET" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_feeds_with_a_mistyped_store_path_publishes_nothing(site, tmp_path):
+    """`feeds` with a store path that does not exist refuses instead of writing empty feeds."""
+    cfg = site.read_text().replace('path = "state/newsletter.db"', 'path = "state/typo.db"')
+    site.write_text(cfg)
+    result = invoke(site, "feeds")
+    assert result.exit_code == 1 and "no store yet" in result.stderr
+    assert not (site.parent / "feeds").exists()
+
+
+def test_issue_far_in_the_future_is_a_usage_error(site):
+    """--issue 9999-W52 is refused as a usage error, not a crash."""
+    result = invoke(site, "preview", "--issue", "9999-W52")
+    assert result.exit_code == 2 and "Traceback" not in result.stderr

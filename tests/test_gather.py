@@ -79,3 +79,23 @@ def test_tags_from_different_records_merge_by_key(tmp_path):
         gather(config, store, NOW)
         tags = store.tag_counts()
     assert [(t.name, t.slug, n) for t, n, _ in tags] == [("ROCm", "rocm", 2)]
+
+
+def test_records_that_crash_parsers_cost_only_themselves(tmp_path):
+    """Deep JSON nesting, huge integers, deep Markdown nesting each reject one record; the others are stored."""
+    p = tmp_path / "reviews.jsonl"
+    lines = [json.dumps(review(1)), "[" * 100000 + "]" * 100000, '{"n": ' + "9" * 5000 + "}",
+             json.dumps(review(2, body=">" * 10000 + " x")), json.dumps(review(3, body="<div>" * 5000)),
+             json.dumps(review(4))]
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report, count = run_gather(make_config(tmp_path))
+    assert (report.new, report.rejected, count) == (2, 4, 2)
+    assert any("nests" in line for line in report.problems)
+
+
+def test_front_matter_with_two_bodies_is_rejected(tmp_path):
+    """A Markdown file whose front matter also has a 'body' key is refused, not silently overridden."""
+    (tmp_path / "r.md").write_text("---\nid: a\ntitle: t\nurl: https://e.org/\ntags: [x]\n"
+                                   "published: '2026-11-20T10:00:00Z'\nbody: hidden\n---\nvisible\n", encoding="utf-8")
+    report, count = run_gather(make_config(tmp_path, sources='path = "r.md"'))
+    assert count == 0 and "body is given twice" in report.problems[0]

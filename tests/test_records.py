@@ -73,3 +73,35 @@ def test_z_offset_and_fractional_seconds_accepted():
     """`Z` and fractional seconds are valid RFC 3339."""
     r = check_record(review(1, published="2026-11-20T02:00:00.123Z")).review
     assert r.published.utcoffset().total_seconds() == 0
+
+
+@pytest.mark.parametrize("over, reason", [
+    ({"published": "9999-12-31T23:59:59Z"}, "outside the years"),
+    ({"published": "0001-01-01T00:00:00+01:00"}, "outside the years"),
+    ({"title": "a\ud800"}, "unpaired surrogate"),
+    ({"url": "http://[::1"}, "not a valid URL"),
+    ({"url": "https://x.org:99999/"}, "not a valid URL"),
+    ({"url": "http://user:pass@github.com/x"}, "credentials"),
+    ({"url": 'https://x.org/"onmouseover=1'}, "characters URLs may not hold"),
+    ({"tags": [f"t{i}" for i in range(51)]}, "at most 50"),
+    ({"body": False}, "body must be a string"),
+    ({"body": []}, "body must be a string"),
+])
+def test_hostile_values_are_refused(over, reason):
+    """Extreme dates, broken Unicode, odd URLs, too many tags and non-string bodies are refused with a reason."""
+    with pytest.raises(RecordError, match=re.escape(reason)):
+        check_record(review(1, **over))
+
+
+def test_unknown_keys_of_mixed_types_are_only_a_warning():
+    """Unknown keys that are not strings (YAML `1:`, `~:`) are reported, not a crash."""
+    rec = review(1)
+    rec[1] = "one"
+    rec[None] = 2
+    assert any("ignored unknown key" in w for w in check_record(rec).warnings)
+
+
+def test_invisible_characters_are_removed_from_tags():
+    """Zero-width and bidi-override characters vanish from tags; a tag of only those is dropped."""
+    checked = check_record(review(1, tags=["\u200b", "\u202eROCm", "CU\u200bDA"]))
+    assert checked.review.tags == ("ROCm", "CUDA")

@@ -135,3 +135,46 @@ def test_unreachable_url_is_source_error():
     s.close()
     with pytest.raises(SourceError, match="cannot connect"):
         read_source(SourceConfig(url=f"http://127.0.0.1:{port}/r", retries=0, timeout=2))
+
+
+def test_next_link_to_another_origin_is_refused(http_stub, monkeypatch):
+    """A `next` link to another host never receives the bearer token: the source fails instead."""
+    monkeypatch.setenv("REVIEWS_TOKEN", "tok-123")
+    http_stub.routes[("GET", "/p")] = lambda h, b: (200, {}, {"reviews": [review(1)], "next": "http://169.254.169.254/steal"})
+    with pytest.raises(SourceError, match="leaves the source's origin"):
+        read_source(SourceConfig(url=http_stub.url + "/p", token_env="REVIEWS_TOKEN", retries=0, timeout=5))
+    assert len(http_stub.requests) == 1
+
+
+def test_non_utf8_http_body_is_refused(http_stub):
+    """A page in Latin-1 without a charset fails the source instead of storing replacement characters."""
+    http_stub.routes[("GET", "/p")] = lambda h, b: (200, {"Content-Type": "application/json"},
+                                                    json.dumps([review(1, title="café")], ensure_ascii=False).encode("latin-1"))
+    with pytest.raises(SourceError, match="not valid utf-8"):
+        read_source(SourceConfig(url=http_stub.url + "/p", retries=0, timeout=5))
+
+
+def test_oversized_response_is_refused(http_stub, monkeypatch):
+    """A response larger than the cap fails the source without reading it all."""
+    import newsletter.sources as sources
+    monkeypatch.setattr(sources, "MAX_RESPONSE_BYTES", 1000)
+    http_stub.routes[("GET", "/p")] = lambda h, b: (200, {}, [review(n) for n in range(50)])
+    with pytest.raises(SourceError, match="larger than"):
+        read_source(SourceConfig(url=http_stub.url + "/p", retries=0, timeout=5))
+
+
+def test_long_retry_after_is_capped(http_stub, monkeypatch):
+    """A Retry-After of a day is waited at most RETRY_AFTER_MAX seconds."""
+    import time as _time
+    import newsletter.sources as sources
+    monkeypatch.setattr(sources, "RETRY_AFTER_MAX", 0.2)
+    calls = []
+
+    def route(h, b):
+        calls.append(1)
+        return (503, {"Retry-After": "86400"}, b"") if len(calls) == 1 else (200, {}, [review(1)])
+
+    http_stub.routes[("GET", "/p")] = route
+    start = _time.monotonic()
+    items = read_source(SourceConfig(url=http_stub.url + "/p", retries=1, timeout=5)).items
+    assert len(items) == 1 and _time.monotonic() - start < 5

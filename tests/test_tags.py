@@ -26,3 +26,11 @@ def test_clashing_slugs_get_a_suffix():
     first = unique_slug(tag_key("C++"), set())
     second = unique_slug(tag_key("C#"), {first})
     assert first == "c" and second.startswith("c-") and second != first
+
+
+def test_long_tags_get_short_slugs():
+    """A 100-character Chinese tag still gets a slug short enough for a file name, distinct from its neighbours."""
+    a = "".join(chr(0x4E00 + i * 97) for i in range(100))
+    b = a[:-1] + "字"
+    sa, sb = base_slug(tag_key(a)), base_slug(tag_key(b))
+    assert len(sa) <= 64 and len(sb) <= 64 and sa != sb
