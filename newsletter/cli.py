@@ -197,9 +197,16 @@ def send(ctx: Context, issue_id: Optional[str], to_addr: Optional[str], dry_run:
         return
     from .console import send_progress
 
-    with send_progress("sending", enabled=None if not ctx.quiet else False) as progress:
-        issue, summary = job.send_issue(config, utcnow, issue_id, progress=progress, retry_failed=retry_failed,
-                                        resend_unknown=True if resend_unknown else None)
+    from .errors import NothingToSend
+
+    try:
+        with send_progress("sending", enabled=None if not ctx.quiet else False) as progress:
+            issue, summary = job.send_issue(config, utcnow, issue_id, progress=progress,
+                                            retry_failed=retry_failed,
+                                            resend_unknown=True if resend_unknown else None)
+    except NothingToSend as exc:
+        ctx.say(str(exc))
+        sys.exit(0)
     _print_delivery(ctx, config, issue.id, summary)
     sys.exit(0 if summary.ok else 1)
 

@@ -11,6 +11,7 @@ optional ``hint`` telling the user what to do::
     ├── StoreError       the SQLite store is unusable (locked, newer schema)
     ├── RenderError      a template or the MJML compiler failed
     ├── DeliveryError    a transport failed as a whole (connection, auth)
+    ├── NothingToSend    the issue is empty (exit 0)
     └── LockError        another run holds the lock
 """
 
@@ -58,6 +59,10 @@ class RenderError(NewsletterError):
 
 class DeliveryError(NewsletterError):
     """A transport failed as a whole (cannot connect, authentication refused)."""
+
+
+class NothingToSend(NewsletterError):
+    """The issue has no reviews (an empty week): not a failure, nothing is sent."""
 
 
 class LockError(NewsletterError):

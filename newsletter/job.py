@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from .compose import compose, due_issue, preview_reviews
 from .config import Config
 from .deliver import DeliverySummary, deliver, send_test
-from .errors import NewsletterError
+from .errors import NewsletterError, NothingToSend
 from .feeds import FeedsReport, build_feeds
 from .gather import GatherReport, gather
 from .links import Links
@@ -106,7 +106,8 @@ def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
     ``resend_unknown`` overrides ``[delivery] unknown`` for this run.
 
     Raises:
-        NewsletterError: the issue does not exist (and is not the due one) or is empty.
+        NewsletterError: the issue does not exist (and is not the due one).
+        NothingToSend: the issue is empty.
     """
     with RunLock(config.store_path), Store(config.store_path) as store:
         now = clock()
@@ -120,7 +121,7 @@ def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
                                       hint=f"the issue due now is {due_id}")
             issue = compose(config, store, now, due_id)
         if issue.status == "empty":
-            raise NewsletterError(f"issue {issue.id} has no reviews; nothing to send")
+            raise NothingToSend(f"issue {issue.id} has no reviews; nothing to send")
         renderer = Renderer(config)
         build_feeds(config, store, renderer, now)
         own = transport is None
@@ -182,7 +183,9 @@ def dry_run(config: Config, clock: Clock, issue_id: Optional[str] = None) -> dic
         would = 0
         skipped = 0
         for s in subs:
-            if not s.tags or any(t.key in s.tags for r in reviews for t in r.tags):
+            if not reviews:
+                skipped += 1
+            elif not s.tags or any(t.key in s.tags for r in reviews for t in r.tags):
                 would += 1
             else:
                 skipped += 1

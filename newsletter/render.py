@@ -38,7 +38,7 @@ PLACEHOLDER_NAMES = ("greeting", "name", "email", "unsubscribe_url", "preference
 
 LABELS = {
     "en": {
-        "reviews": "reviews", "view_in_browser": "View in browser", "read_more": "Read more",
+        "reviews": "reviews", "review": "review", "view_in_browser": "View in browser", "read_more": "Read more",
         "open_pr": "Open the pull request", "more_in_browser": "{n} more reviews: view this issue in your browser",
         "feeds": "Feeds", "opml": "OPML of every tag", "unsubscribe": "Unsubscribe",
         "preferences": "Choose tags", "followed": "You follow: {tags}", "all_tags": "every tag",
@@ -49,7 +49,7 @@ LABELS = {
         "subscribe_email": "Subscribe by email",
     },
     "zh": {
-        "reviews": "篇评审", "view_in_browser": "在浏览器中查看", "read_more": "阅读全文",
+        "reviews": "篇评审", "review": "篇评审", "view_in_browser": "在浏览器中查看", "read_more": "阅读全文",
         "open_pr": "打开该 PR", "more_in_browser": "还有 {n} 篇评审：在浏览器中查看本期",
         "feeds": "订阅源", "opml": "全部标签的 OPML", "unsubscribe": "退订",
         "preferences": "选择标签", "followed": "你关注的标签：{tags}", "all_tags": "全部标签",

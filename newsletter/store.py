@@ -627,16 +627,16 @@ class Store:
     def update_preferences(self, email: str, tags: tuple[str, ...], by_email: bool, now: datetime) -> str:
         """Change followed tags and whether the email comes (``by_email=False``: feeds only = unsubscribed).
 
-        A bounced or complained address keeps its status. An unknown address is recorded
-        (unsubscribed when ``by_email`` is false).
+        Only turns email off: an address that is not active keeps its status (coming back
+        to email goes through double opt-in). An unknown address is recorded as unsubscribed.
 
         Returns:
             the subscriber's status afterwards.
         """
         with self.transaction():
             sub = self.get_subscriber(email)
-            if sub is not None and sub.status in ("bounced", "complained"):
-                status = sub.status
+            if sub is None or sub.status != "active":
+                status = sub.status if sub else "unsubscribed"  # never re-activated here (double opt-in)
             else:
                 status = "active" if by_email else "unsubscribed"
             self.upsert_subscriber(Subscriber(sub.email if sub else email, sub.name if sub else "", tags, status),

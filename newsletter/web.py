@@ -339,7 +339,13 @@ def create_app(config: Config, clock: Clock = utcnow,
                                   request.cookies.get(CSRF_COOKIE, "")):
                     error = labels["bad_form"]
                 else:
-                    st.update_preferences(email, chosen_tags(st), request.form.get("delivery") != "feeds", clock())
+                    current = st.get_subscriber(email)
+                    wants_email = request.form.get("delivery") != "feeds"
+                    if wants_email and (current is None or current.status == "unsubscribed"):
+                        # Coming back to email is a new subscription: double opt-in again.
+                        name = current.name if current else ""
+                        return with_cookie(_request_confirmation(st, email, name, chosen_tags(st)), cookie, new)
+                    st.update_preferences(email, chosen_tags(st), wants_email, clock())
                     saved = True
             sub = st.get_subscriber(email)
             choices = tag_choices(st)
@@ -416,7 +422,10 @@ def create_app(config: Config, clock: Clock = utcnow,
 
     @app.get("/<path:filename>", endpoint="static_file")
     def static_file(filename: str):
-        return send_from_directory(config.feeds.dir, filename)
+        # Atom as application/xml: browsers then apply feed.xsl and show the explanatory page
+        # (with application/atom+xml Chromium shows the source); feed readers accept both.
+        mimetype = "application/xml" if filename.endswith(".atom") else None
+        return send_from_directory(config.feeds.dir, filename, mimetype=mimetype)
 
     @app.errorhandler(404)
     def not_found(_exc):

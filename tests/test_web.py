@@ -389,6 +389,18 @@ def test_preferences_cannot_reactivate_a_bounced_address(env):
     assert env.sub("b@example.org").status == "bounced"
 
 
+def test_preferences_back_to_email_needs_a_new_confirmation(env):
+    """An unsubscribed reader choosing email again is sent a confirmation link and stays unsubscribed until it is used."""
+    env.add("u@example.org", tags=["rocm"], status="unsubscribed")
+    path = prefs(env, "u@example.org")
+    r = env.client.post(path, data={"csrf": env.csrf(path), "tag": ["rocm"], "delivery": "email"})
+    assert r.status_code == 200 and env.sub("u@example.org").status == "unsubscribed"
+    assert len(env.mem.sent) == 1 and "/confirm?t=" in env.mem.sent[0].fields["text"]
+    confirm = env.confirm_path()
+    env.client.post(confirm)
+    assert env.sub("u@example.org").status == "active"
+
+
 def test_opml_of_chosen_tags(env):
     """/opml?tag=… lists exactly the chosen tag feeds; without tags, everything."""
     from lxml import etree
@@ -415,6 +427,7 @@ def test_feeds_directory_is_served_for_local_preview(env):
     assert 'href="https://reviews.example.org/subscribe"' in r.text
     r = env.client.get("/tags/rocm.atom")
     assert r.status_code == 200 and b"<feed" in r.data
+    assert r.mimetype == "application/xml"  # so a browser applies feed.xsl
     assert env.client.get("/../newsletter.toml").status_code == 404
     assert env.client.get("/%2e%2e/newsletter.toml").status_code == 404
     assert env.client.get("/nothing-here.html").status_code == 404
