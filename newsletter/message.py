@@ -32,8 +32,10 @@ _BREAKS = re.compile("[\r\n\u2028\u2029\x85\x0b\x0c\x00-\x08\x0e-\x1f]+")
 
 
 def one_line(value: str) -> str:
-    """``value`` with every line break and control character replaced by one space."""
-    return _BREAKS.sub(" ", value).strip()
+    """``value`` with every line break and control character replaced by one space, and
+    ``=?`` broken with a WORD JOINER (U+2060) so the ``email`` package never decodes data as
+    an RFC 2047 encoded word (one could carry a raw CR LF and so a header of its own)."""
+    return _BREAKS.sub(" ", value).strip().replace("=?", "=\u2060?")
 
 
 def idna_address(addr: str) -> str:

@@ -28,7 +28,7 @@ _LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
 
 
 def normalize_email(raw: str) -> str:
-    """Trim an address, check it the way sending will, and lower-case its domain.
+    """Trim an address, check it the way sending will, and write its domain as IDNA A-labels.
 
     The local part must be an RFC 5322 dot-atom or quoted string (a non-ASCII one,
     RFC 6531, is kept: it fails alone at send unless the path supports SMTPUTF8);
@@ -60,7 +60,9 @@ def normalize_email(raw: str) -> str:
             Address(addr_spec=f"{local}@{ascii_domain}")
         except (HeaderParseError, NonASCIILocalPartDefect, ValueError, IndexError) as exc:
             raise ValueError(f"{raw!r}: the local part is not valid ({exc})") from None
-    return f"{local}@{domain.lower()}"
+    # Stored with the domain in IDNA form (which also folds full-width and other look-alike
+    # spellings, RFC 3491 nameprep): one mailbox is one row, for the rate limit and suppression.
+    return f"{local}@{ascii_domain}"
 
 
 def parse_tags(raw: str, sep: str = "|") -> tuple[str, ...]:

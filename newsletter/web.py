@@ -292,7 +292,7 @@ def create_app(config: Config, clock: Clock = utcnow,
                 result = transport.send([msg])[0]
             finally:
                 transport.close()
-        except (DeliveryError, ValueError) as exc:
+        except (NewsletterError, ValueError) as exc:
             app.logger.warning("confirmation to %s not sent: %s", email, exc)
             st.undo_confirmation_send(email, previous)
             return notice(labels["send_failed"], 503, title=labels["subscribe_title"])
@@ -310,7 +310,7 @@ def create_app(config: Config, clock: Clock = utcnow,
             return notice(labels["invalid_link"], 400)
         if token.expired:
             return notice(labels["expired"], 410, links_=[{"url": "subscribe", "text": labels["subscribe_title"]}])
-        if request.method == "GET":
+        if request.method != "POST":  # GET and HEAD only show the button
             return page("confirm.html.j2", email=token.email)
         with store() as st:
             outcome = st.confirm_subscription(token.email, token.nonce, token.issued, now)
@@ -378,7 +378,7 @@ def create_app(config: Config, clock: Clock = utcnow,
         email = links.read_token("unsubscribe", request.args.get("t", ""))
         if email is None:
             return notice(labels["invalid_link"], 400)
-        if request.method == "GET":
+        if request.method != "POST":
             return page("unsubscribe.html.j2", email=email)
         # RFC 8058 §3.1: the POST body is "List-Unsubscribe=One-Click"; no cookie, no login.
         if request.form.get("List-Unsubscribe") != "One-Click":
@@ -433,8 +433,8 @@ def create_app(config: Config, clock: Clock = utcnow,
 
     @app.errorhandler(NewsletterError)
     def library_error(exc: NewsletterError):
-        app.logger.error("%s", exc)
-        return notice(str(exc.message), 500)
+        app.logger.error("%s", exc)  # the detail (file, key, variable names) is for the log only
+        return notice(labels["send_failed"], 503)
 
     return app
 

@@ -77,7 +77,7 @@ Headers = Mapping[str, str]
 def _json(body: bytes) -> Any:
     try:
         return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise WebhookRefused(400, "body is not JSON") from None
 
 
@@ -191,16 +191,22 @@ def verify_mailgun(headers: Headers, body: bytes, secret: str, now: datetime, ma
 def events_mailgun(headers: Headers, body: bytes) -> list[Event]:
     """Events from a Mailgun webhook: ``failed`` with ``severity: permanent`` → bounced,
     ``complained`` → complained, ``unsubscribed`` → unsubscribed."""
-    ev = _json(body).get("event-data")
+    data = _json(body)
+    ev = data.get("event-data")
     if not isinstance(ev, dict) or not isinstance(ev.get("recipient"), str):
         return []
+    # The signature covers only timestamp + token, not the event: the token is the event's
+    # id here, so a captured signature cannot be replayed with another recipient (Mailgun
+    # advises caching tokens to refuse reuse).
+    token = str((data.get("signature") or {}).get("token", ""))
     kind = ev.get("event")
     status = {"complained": "complained", "unsubscribed": "unsubscribed"}.get(kind)
     if kind == "failed" and ev.get("severity") == "permanent":
         status = "bounced"
     if not status:
         return []
-    return [Event(ev["recipient"], status, str(ev.get("id", "")), f"{kind}: {ev.get('reason', '')}".strip(": "))]
+    return [Event(ev["recipient"], status, "token:" + token if token else str(ev.get("id", "")),
+                  f"{kind}: {ev.get('reason', '')}".strip(": "))]
 
 
 # --- Postmark --------------------------------------------------------------------------
@@ -332,6 +338,7 @@ def handle(config: Config, provider: str, headers: Headers, body: bytes, now: da
     env_name = getattr(config.webhooks, p.env_attr)
     secret = (environ if environ is not None else os.environ).get(env_name, "")
     if not secret:
-        raise WebhookRefused(404, f"{provider} webhooks are not configured (set {env_name})")
+        # Same answer as an unknown provider: outsiders learn nothing about the configuration.
+        raise WebhookRefused(404, f"unknown provider {provider!r}")
     p.verify(headers, body, secret, now, config.webhooks.max_age)
     return p.events(headers, body)

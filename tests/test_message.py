@@ -81,3 +81,15 @@ def test_list_id_phrase():
     """List-Id carries the list id in angle brackets and an encoded title."""
     assert list_id_header("Plain", "a.b").endswith("<a.b>")
     assert list_id_header("周报", "a.b").startswith("=?utf-8?")
+
+
+@pytest.mark.parametrize("field", ["to_name", "subject", "list_title"])
+def test_encoded_words_in_data_cannot_inject_headers(field):
+    """Data spelling an RFC 2047 encoded word with CR LF inside never becomes a header or a body."""
+    evil = "=?utf-8?q?Eve=0D=0ABcc:_list@evil.com?="
+    msg = build(**{field: evil})
+    raw = msg.data.decode("ascii")
+    head = raw.split("\r\n\r\n", 1)[0]
+    m = parse(msg)
+    assert m["Bcc"] is None
+    assert not any(line.lower().startswith("bcc:") for line in head.split("\r\n"))

@@ -25,7 +25,8 @@ def test_addresses_sending_would_refuse_are_refused_at_import(addr):
 @pytest.mark.parametrize("addr, expected", [
     ("Alex@EXAMPLE.org", "Alex@example.org"),
     ("o'brien+news@example.org", "o'brien+news@example.org"),
-    ("用户@例子.测试", "用户@例子.测试"),
+    ("用户@例子.测试", "用户@xn--fsqu00a.xn--0zwm56d"),
+    ("victim@ｅxample.com", "victim@example.com"),
 ])
 def test_valid_addresses_are_kept(addr, expected):
     """Plus tags, apostrophes and internationalised addresses are accepted."""

@@ -401,6 +401,21 @@ def test_preferences_back_to_email_needs_a_new_confirmation(env):
     assert env.sub("u@example.org").status == "active"
 
 
+def test_head_on_a_confirmation_link_changes_nothing(env):
+    """A link scanner's HEAD request does not confirm a subscription (only POST does)."""
+    env.subscribe("h@example.org")
+    path = env.confirm_path()
+    assert env.client.head(path).status_code == 200
+    assert env.sub("h@example.org") is None or env.sub("h@example.org").status != "active"
+
+
+def test_look_alike_domains_are_one_mailbox(env):
+    """Full-width spellings of a domain share the hourly limit: one confirmation, not one per spelling."""
+    for addr in ["v@example.net", "v@ｅxample.net", "v@eｘample.net", "v@EXAMPLE.net"]:
+        env.subscribe(addr)
+    assert len(env.mem.sent) == 1
+
+
 def test_opml_of_chosen_tags(env):
     """/opml?tag=… lists exactly the chosen tag feeds; without tags, everything."""
     from lxml import etree

@@ -140,12 +140,27 @@ def test_mailgun_permanent_failure_and_complaint(env):
     body, h = mailgun_request({"event": "failed", "severity": "permanent", "recipient": "a@example.org",
                                "id": "m1", "reason": "bounce"})
     assert post(env, "mailgun", body, h).status_code == 200
-    body, h = mailgun_request({"event": "failed", "severity": "temporary", "recipient": "c@example.org", "id": "m2"})
+    body, h = mailgun_request({"event": "failed", "severity": "temporary", "recipient": "c@example.org", "id": "m2"},
+                              token="tok-2")
     assert post(env, "mailgun", body, h).json["events"] == 0
-    body, h = mailgun_request({"event": "complained", "recipient": "b@example.org", "id": "m3"})
+    body, h = mailgun_request({"event": "complained", "recipient": "b@example.org", "id": "m3"}, token="tok-3")
     post(env, "mailgun", body, h)
     assert (env.status("a@example.org"), env.status("b@example.org"), env.status("c@example.org")) == \
         ("bounced", "complained", "active")
+
+
+def test_mailgun_signature_cannot_be_reused_for_another_recipient(env):
+    """A captured Mailgun signature replayed with a different recipient suppresses nobody."""
+    body, h = mailgun_request({"event": "complained", "recipient": "a@example.org", "id": "m1"}, token="tok-9")
+    assert post(env, "mailgun", body, h).json["suppressed"] == 1
+    body, h = mailgun_request({"event": "complained", "recipient": "b@example.org", "id": "m2"}, token="tok-9")
+    assert post(env, "mailgun", body, h).json["duplicate"] == 1
+    assert env.status("b@example.org") == "active"
+
+
+def test_deeply_nested_body_is_400(env):
+    """A body nested 100,000 levels deep is refused with 400, not a server error."""
+    assert post(env, "mailgun", b"[" * 100000 + b"]" * 100000, {"Content-Type": "application/json"}).status_code == 400
 
 
 def test_mailgun_bad_signature_is_refused(env):
@@ -214,7 +229,8 @@ def test_unconfigured_or_unknown_provider_is_404(env, monkeypatch):
     monkeypatch.delenv("NEWSLETTER_MAILGUN_SIGNING_KEY")
     body, h = mailgun_request({"event": "complained", "recipient": "a@example.org"})
     r = post(env, "mailgun", body, h)
-    assert r.status_code == 404 and "NEWSLETTER_MAILGUN_SIGNING_KEY" in r.json["error"]
+    assert r.status_code == 404 and r.json == post(env, "sparkpost", b"{}", {}).json | {"error": "unknown provider 'mailgun'"}
+    assert "NEWSLETTER_MAILGUN_SIGNING_KEY" not in r.text
     assert MAILGUN_KEY not in r.text
     assert post(env, "sparkpost", b"{}", {}).status_code == 404
 
