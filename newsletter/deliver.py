@@ -286,6 +286,14 @@ def deliver(config: Config, store: Store, issue: Issue, transport: Transport, re
                 else:
                     final.append((key, "pending", "", res.error))
                     summary.counts["retried"] += 1
+            elif res.status == "retry" and res.retry_after and res.retry_after > d.retry_after_max:
+                # The provider asked for a longer wait than we honour: stop this run, keep the row.
+                final.append((key, "pending", "", res.error))
+                summary.counts["retried"] += 1
+                if not summary.paused:
+                    summary.paused = (f"paused: the provider asked to wait {res.retry_after:g} s, more than "
+                                      f"[delivery] retry_after_max = {d.retry_after_max:g}; "
+                                      "run `newsletter send` again later to resume")
             elif res.status == "retry" and not last:
                 final.append((key, "pending", "", res.error))
                 summary.counts["retried"] += 1

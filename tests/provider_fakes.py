@@ -62,6 +62,8 @@ class FakeProvider:
             return fault[1], fault[2], fault[3]
         if fault and fault[0] == "drop-before":
             return self._drop(handler)
+        if fault and fault[0] == "drip":
+            return self._drip(handler, fault[1], fault[2])
         try:
             status, headers, payload = self.handle(handler, body)
         except Exception as exc:  # a schema violation
@@ -74,6 +76,21 @@ class FakeProvider:
         if fault and fault[0] == "drop":
             return self._drop(handler)
         return status, headers, payload
+
+    @staticmethod
+    def _drip(handler, interval: float, seconds: float):
+        """Answer 200 one byte every ``interval`` seconds for ``seconds``, then hang up."""
+        try:
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            handler.wfile.flush()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                time.sleep(interval)
+        except OSError:
+            pass
+        return FakeProvider._drop(handler)
 
     @staticmethod
     def _drop(handler):

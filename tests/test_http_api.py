@@ -123,7 +123,7 @@ def test_429_really_waits(http_stub, tmp_path):
 
 
 def test_retry_after_longer_than_the_cap_gives_up_for_this_run(http_stub, tmp_path, monkeypatch):
-    """A Retry-After beyond [delivery] retry_after_max is not slept through; the recipients fail, reported."""
+    """A Retry-After beyond [delivery] retry_after_max is not slept through: the run pauses, rows stay pending."""
     from newsletter.transports import http_api
 
     waits = []
@@ -131,7 +131,8 @@ def test_retry_after_longer_than_the_cap_gives_up_for_this_run(http_stub, tmp_pa
     fake, config = setup("sendgrid", http_stub, tmp_path, 2, delivery="retry_after_max = 5\nmax_attempts = 1\n")
     fake.faults = [("status", 429, {"Retry-After": "3600"}, {"errors": [{"message": "too many requests"}]})]
     _, summary = send(config)
-    assert waits == [] and summary.ledger == {"failed": 2}
+    assert waits == [] and summary.ledger == {"pending": 2}
+    assert "asked to wait 3600 s" in summary.paused and len(http_stub.requests) == 1
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -239,3 +240,39 @@ def test_display_names_and_idna_domains(kind, http_stub, tmp_path):
     got = {m["to"]: m["name"] for m in fake.inbox}
     assert got == {"doe@example.com": "Doe, John", "q@example.com": 'Ann "Q" Lee',
                    "zhang@xn--fsqu00a.xn--0zwm56d": "张三"}
+
+
+@pytest.mark.parametrize("kind, answer, ledger", [
+    # Resend keeps idempotency keys: the batch is replayed under the same key and ends sent.
+    ("resend", {"data": [1, 2, 3]}, {"sent": 2}),
+    ("resend", {"data": [], "errors": 5}, {"sent": 2}),
+    ("postmark", [{"ErrorCode": [1]}], {"unknown": 2}),
+])
+def test_accepted_answer_of_wrong_shape_is_unknown(kind, answer, ledger, http_stub, tmp_path):
+    """A 200 whose body is not the documented shape makes the batch's fate unknown, with no traceback."""
+    fake, config = setup(kind, http_stub, tmp_path, 2)
+    fake.faults = [("status", 200, {}, answer)]
+    _, summary = send(config)
+    assert summary.ledger == ledger
+    keys = {r[2].get("Idempotency-Key") for r in http_stub.requests}
+    assert len(keys) == 1
+
+
+def test_api_key_echoed_by_a_provider_is_redacted(http_stub, tmp_path):
+    """An error text that repeats the API key is stored and shown without it."""
+    fake, config = setup("postmark", http_stub, tmp_path, 1)
+    key = config.secret(config.transport.options["api_key_env"], "k")
+    fake.faults = [("status", 422, {}, {"ErrorCode": 300, "Message": f"bad key {key}"})]
+    _, summary = send(config)
+    assert key not in " ".join(summary.errors) and "[api key]" in " ".join(summary.errors)
+
+
+def test_a_dripping_answer_is_cut_at_the_timeout(http_stub, tmp_path):
+    """A provider sending its answer one byte at a time cannot hold the send past the timeout: fate unknown."""
+    import time as _time
+    fake, config = setup("postmark", http_stub, tmp_path, 2, timeout=1.0)
+    fake.faults = [("drip", 0.2, 4.0)]
+    start = _time.monotonic()
+    _, summary = send(config)
+    assert _time.monotonic() - start < 3.5
+    assert summary.ledger == {"unknown": 2}

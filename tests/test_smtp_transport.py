@@ -272,3 +272,33 @@ def test_non_ascii_local_part_fails_alone(behaving_server, tmp_path):
     rows = ledger(config)
     assert rows["用户@example.com"][0] == "failed" and "SMTPUTF8" in rows["用户@example.com"][2]
     assert sorted(behaving_server.copies) == ["a@example.com", "b@example.com"]
+
+
+def test_server_that_drips_greeting_lines_fails_within_timeout(tmp_path):
+    """A server sending '220-' continuation lines for ever is cut off at the timeout, not waited on."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(5)
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def drip():
+        conn, _ = srv.accept()
+        while not stop.is_set():
+            try:
+                conn.sendall(b"220-still here\r\n")
+            except OSError:
+                break
+            stop.wait(0.3)
+        conn.close()
+
+    threading.Thread(target=drip, daemon=True).start()
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    config = load_config(make_config(tmp_path, transport=f'kind = "smtp"\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\ntimeout = 1'))
+    transport = make_transport(config)
+    start = time.monotonic()
+    with pytest.raises(DeliveryError, match="cannot connect"):
+        transport._ensure()
+    assert time.monotonic() - start < 3
+    stop.set()
+    srv.close()

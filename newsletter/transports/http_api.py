@@ -41,6 +41,7 @@ from email.utils import formataddr, parseaddr
 from typing import Any, Callable, Optional, Sequence
 
 import requests
+import urllib3
 
 from .. import __version__
 from ..config import Config
@@ -256,7 +257,8 @@ class HttpApiTransport:
             retry_after = None
             self.calls += 1
             try:
-                resp = self.session.post(url, timeout=self.timeout, **call.kwargs)
+                resp = self.session.post(url, timeout=self.timeout, stream=True, **call.kwargs)
+                _read_within(resp, time.monotonic() + self.timeout)
             except requests.exceptions.ConnectTimeout:
                 last_error = f"{self.name}: connect timed out after {self.timeout:g} s"
                 continue
@@ -281,9 +283,14 @@ class HttpApiTransport:
                 reset = retry_after_seconds(resp.headers) or 1.0
                 self.not_before = time.monotonic() + min(reset, self.retry_after_max)
             if 200 <= resp.status_code < 300:
-                return self.parse(msgs, resp)
+                try:
+                    return self.parse(msgs, resp)
+                except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+                    # Accepted, but the answer is not the documented shape: fate unknown.
+                    return self._unknown(msgs, f"{self.name}: HTTP {resp.status_code} with an answer of "
+                                               f"unexpected shape ({type(exc).__name__})")
             kind = self.classify(resp)
-            detail = _error_text(resp)
+            detail = self.redact(_error_text(resp))
             last_error = f"{self.name}: HTTP {resp.status_code}: {detail}"
             if kind == "transient":
                 retry_after = retry_after_seconds(resp.headers)
@@ -305,12 +312,45 @@ class HttpApiTransport:
             return self._unknown(msgs, last_error)
         return [DeliveryResult(m.recipient, "retry", error=last_error, retry_after=retry_after) for m in msgs]
 
+    def redact(self, text: str) -> str:
+        """Provider text with the API key blanked out (some echo the request's credentials)."""
+        return text.replace(self.api_key, "[api key]") if self.api_key else text
+
     def _unknown(self, msgs: Sequence[OutgoingMessage], error: str) -> list[DeliveryResult]:
         return [DeliveryResult(m.recipient, "unknown", error=error) for m in msgs]
 
     def close(self) -> None:
         """Close the session's connections."""
         self.session.close()
+
+
+def _read_within(resp: requests.Response, deadline: float, limit: int = 16 * 2**20) -> None:
+    """Read the answer's body by ``deadline`` (``time.monotonic()``), at most ``limit`` bytes.
+
+    ``timeout`` bounds each read only, so a provider dripping bytes could hold a send
+    for ever. The body is kept on the response, so ``resp.json()`` works afterwards.
+
+    Raises:
+        requests.exceptions.ReadTimeout: the deadline passed or the body is too large.
+    """
+    chunks, size = [], 0
+    try:
+        while True:
+            try:
+                # read1: whatever one socket read brings (read(n) would wait for n bytes)
+                chunk = resp.raw.read1(65536, decode_content=True)
+            except (urllib3.exceptions.ProtocolError, urllib3.exceptions.ReadTimeoutError, OSError) as exc:
+                raise requests.exceptions.ConnectionError(f"connection lost while reading the answer: {exc}") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if time.monotonic() > deadline or size > limit:
+                raise requests.exceptions.ReadTimeout("answer not complete by the deadline")
+    finally:
+        resp._content = b"".join(chunks)  # requests' own cache of the body
+        resp._content_consumed = True
+        resp.close()
 
 
 def idempotency_key(messages: Sequence[OutgoingMessage], prefix: str = "newsletter") -> str:

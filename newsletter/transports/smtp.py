@@ -19,6 +19,7 @@ import re
 import smtplib
 import socket
 import ssl
+import threading
 from typing import Optional, Sequence
 
 from ..config import Config
@@ -71,14 +72,22 @@ class SmtpTransport:
     # --- connection ---------------------------------------------------------------
 
     def _connect(self) -> smtplib.SMTP:
+        """Connect, greet, STARTTLS and log in, all within ``timeout`` seconds in total.
+
+        ``timeout`` alone bounds each read, so a server dripping ``220-`` lines could
+        hold the connection for ever; a watchdog shuts the socket at the deadline.
+        """
+        if self.security == "ssl":
+            conn: smtplib.SMTP = smtplib.SMTP_SSL(timeout=self.timeout, context=self.context,
+                                                  local_hostname=self.local_hostname)
+        else:
+            conn = smtplib.SMTP(timeout=self.timeout, local_hostname=self.local_hostname)
+        conn._host = self.host  # what the constructor would set: the TLS server name to verify
+        watchdog = threading.Timer(self.timeout, _shut, args=(conn,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            if self.security == "ssl":
-                conn: smtplib.SMTP = smtplib.SMTP_SSL(self.host, self.port, timeout=self.timeout,
-                                                      context=self.context,
-                                                      local_hostname=self.local_hostname)
-            else:
-                conn = smtplib.SMTP(self.host, self.port, timeout=self.timeout,
-                                    local_hostname=self.local_hostname)
+            conn.connect(self.host, self.port)
             conn.ehlo()
             if self.security == "starttls":
                 if not conn.has_extn("starttls"):
@@ -94,7 +103,11 @@ class SmtpTransport:
             raise DeliveryError(f"smtp {self.host}:{self.port}: authentication refused ({exc.smtp_code})",
                                 hint="check username and the password variable") from None
         except (OSError, smtplib.SMTPException) as exc:
+            if not watchdog.is_alive():
+                exc = f"no ready server within {self.timeout:g} s"
             raise DeliveryError(f"smtp {self.host}:{self.port}: cannot connect: {exc}") from None
+        finally:
+            watchdog.cancel()
 
     def _ensure(self) -> smtplib.SMTP:
         if self.conn is None:
@@ -201,6 +214,16 @@ class SmtpTransport:
             except (OSError, smtplib.SMTPException):
                 pass
             self.conn = None
+
+
+def _shut(conn: smtplib.SMTP) -> None:
+    """Watchdog: end a connection that overran its deadline (the blocked read then fails)."""
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _text(resp: bytes | str) -> str:
