@@ -13,10 +13,11 @@ The template context holds plain data only, never config objects or the environm
 from __future__ import annotations
 
 import html
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -221,9 +222,13 @@ class Renderer:
             RenderError: a template or the MJML compile failed.
         """
         limit = self.config.email.max_html_bytes
-        html_out = self._html(issue, reviews, followed, "full", None, archive)
         mode, shown = "full", len(reviews)
-        if len(html_out.encode()) > limit and not archive:
+        # The full email holds every body verbatim: when the bodies alone pass the limit, the
+        # full compile cannot fit, so go straight to excerpts (one MJML compile, not two).
+        bodies = sum(len(r.body_html.encode()) for r in reviews)
+        html_out = None if (bodies > limit and not archive) else \
+            self._html(issue, reviews, followed, "full", None, archive)
+        if not archive and (html_out is None or len(html_out.encode()) > limit):
             mode = "excerpt"
             html_out = self._html(issue, reviews, followed, mode, None, archive)
             if len(html_out.encode()) > limit:
@@ -268,6 +273,11 @@ def greeting(language: str, name: str) -> str:
     return labels["hello"].format(name=name) if name else labels["hello_anonymous"]
 
 
+@lru_cache(maxsize=64)
+def _placeholder_pattern(tokens: tuple[str, ...]) -> re.Pattern:
+    return re.compile("|".join(re.escape(t) for t in tokens))
+
+
 def personalize(rendered: RenderedEmail, values: dict[str, str]) -> tuple[str, str]:
     """Fill the per-recipient placeholders.
 
@@ -278,9 +288,12 @@ def personalize(rendered: RenderedEmail, values: dict[str, str]) -> tuple[str, s
     Returns:
         ``(html, text)``; values are HTML-escaped in the HTML part.
     """
-    html_out, text_out = rendered.html, rendered.text
-    for key, token in rendered.placeholders.items():
-        value = values.get(key, "")
-        html_out = html_out.replace(token, html.escape(value, quote=True))
-        text_out = text_out.replace(token, value)
+    by_token = {token: values.get(key, "") for key, token in rendered.placeholders.items()}
+    if not by_token:
+        return rendered.html, rendered.text
+    escaped = {token: html.escape(value, quote=True) for token, value in by_token.items()}
+    # One pass over each part (not one per placeholder): this runs once per recipient.
+    pattern = _placeholder_pattern(tuple(by_token))
+    html_out = pattern.sub(lambda m: escaped[m.group()], rendered.html)
+    text_out = pattern.sub(lambda m: by_token[m.group()], rendered.text)
     return html_out, text_out
