@@ -170,7 +170,8 @@ def _field(name: str, value: str) -> bytes:
         if len(name) + 2 + len(value) <= _FOLD_AT:
             return f"{name}: {value}\r\n".encode("ascii")
         if name == "List-Unsubscribe" and all(len(p) < _MAX_LINE - 20 for p in value.split(", ")):
-            return f"{name}: {',\r\n '.join(value.split(', '))}\r\n".encode("ascii")
+            folded = ",\r\n ".join(value.split(", "))
+            return f"{name}: {folded}\r\n".encode("ascii")
     return _fold(name, value)
 
 

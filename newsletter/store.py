@@ -152,6 +152,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE deliveries ADD COLUMN batch TEXT NOT NULL DEFAULT '';
     ALTER TABLE deliveries ADD COLUMN batch_at TEXT
     """,
+    # 5: hash of the raw record a review was taken from (gather skips validating an unchanged record)
+    """
+    ALTER TABLE reviews ADD COLUMN record_hash TEXT NOT NULL DEFAULT ''
+    """,
 ]
 
 REVIEW_COLUMNS = ("seq, id, title, url, tags, published, updated, body, summary, repo, author, "
@@ -297,13 +301,28 @@ class Store:
         """Review id → :func:`content_hash` of what is stored."""
         return {r[0]: r[1] for r in self.db.execute("SELECT id, content_hash FROM reviews")}
 
-    def upsert_review(self, review: Review, body_html: str, now: datetime) -> str:
+    def record_hashes(self) -> dict[str, str]:
+        """Review id → hash of the raw record it was last taken from (``""`` when not kept)."""
+        return {r[0]: r[1] for r in self.db.execute("SELECT id, record_hash FROM reviews")}
+
+    def set_record_hash(self, review_id: str, record_hash: str) -> None:
+        """Remember the raw-record hash of a stored review whose content did not change."""
+        self.db.execute("UPDATE reviews SET record_hash = ? WHERE id = ?", (record_hash, review_id))
+
+    def upsert_review(self, review: Review, body_html: str, now: datetime,
+                      digest: Optional[str] = None, record_hash: str = "") -> str:
         """Insert or update one review.
+
+        Args:
+            review, body_html: the review and its rendered body.
+            now: aware time of this gather.
+            digest: its :func:`content_hash` when the caller has it already.
+            record_hash: hash of the raw record (lets the next gather skip validation), or ``""``.
 
         Returns:
             ``"new"``, ``"updated"`` (same id, changed content) or ``"unchanged"``.
         """
-        digest = content_hash(review)
+        digest = digest or content_hash(review)
         row = self.db.execute("SELECT seq, content_hash FROM reviews WHERE id = ?",
                               (review.id,)).fetchone()
         if row and row["content_hash"] == digest:
@@ -318,15 +337,15 @@ class Store:
             self.db.execute(
                 "UPDATE reviews SET title=?, url=?, tags=?, published=?, published_utc=?, updated=?, "
                 "updated_utc=?, body=?, summary=?, repo=?, author=?, body_html=?, content_hash=?, "
-                "changed_at=? WHERE seq=?", values + (_iso(now), seq))
+                "changed_at=?, record_hash=? WHERE seq=?", values + (_iso(now), record_hash, seq))
             self.db.execute("DELETE FROM review_tags WHERE review_seq = ?", (seq,))
             outcome = "updated"
         else:
             cur = self.db.execute(
                 "INSERT INTO reviews (id, title, url, tags, published, published_utc, updated, "
                 "updated_utc, body, summary, repo, author, body_html, content_hash, gathered_at, "
-                "changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (review.id,) + values + (_iso(now), _iso(now)))
+                "changed_at, record_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (review.id,) + values + (_iso(now), _iso(now), record_hash))
             seq = cur.lastrowid
             outcome = "new"
         self.db.executemany(
