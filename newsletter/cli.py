@@ -28,8 +28,9 @@ log = logging.getLogger("newsletter")
 class Context:
     """What every command gets: the config path and verbosity."""
 
-    def __init__(self, config_path: str, verbose: int, quiet: bool) -> None:
+    def __init__(self, config_path: str, verbose: int, quiet: bool, log_format: str = "text") -> None:
         self.config_path, self.verbose, self.quiet = config_path, verbose, quiet
+        self.log_format = log_format
         self._config: Optional[Config] = None
 
     @property
@@ -41,6 +42,13 @@ class Context:
     def say(self, text: str = "") -> None:
         if not self.quiet:
             click.echo(text)
+
+    def err(self, level: int, text: str) -> None:
+        """A line for stderr: plain text, or one JSON log record with ``--log-format json``."""
+        if self.log_format == "json":
+            log.log(level, text)
+        else:
+            click.echo(text, err=True)
 
 
 def handle_errors(fn):
@@ -69,6 +77,9 @@ def handle_errors(fn):
 
 
 def _fail(ctx: Optional[Context], exc: BaseException, code: int, prefix: str = "") -> None:
+    if ctx and ctx.log_format == "json":
+        log.error(f"{prefix}{exc}", exc_info=exc if ctx.verbose else None)
+        sys.exit(code)
     if ctx and ctx.verbose:
         import traceback
         traceback.print_exception(exc, file=sys.stderr)
@@ -81,13 +92,18 @@ def _fail(ctx: Optional[Context], exc: BaseException, code: int, prefix: str = "
               show_default=True, help="Configuration file (env NEWSLETTER_CONFIG).")
 @click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), envvar="NEWSLETTER_LOG_FORMAT",
+              default="text", show_default=True,
+              help="Log lines on stderr: text, or one JSON object per line for schedulers "
+                   "(env NEWSLETTER_LOG_FORMAT).")
 @click.version_option(__version__, prog_name="newsletter")
 @click.pass_context
-def main(ctx: click.Context, config_path: str, verbose: int, quiet: bool) -> None:
+def main(ctx: click.Context, config_path: str, verbose: int, quiet: bool, log_format: str) -> None:
     """Publish tagged code reviews as per-tag Atom feeds and a weekly email."""
-    level = logging.DEBUG if verbose else (logging.ERROR if quiet else logging.WARNING)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    ctx.obj = Context(config_path, verbose, quiet)
+    from .logs import setup_logging
+
+    setup_logging(verbose, quiet, log_format)
+    ctx.obj = Context(config_path, verbose, quiet, log_format)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -111,10 +127,10 @@ def _issue_id(ctx, param, value: Optional[str]) -> Optional[str]:
 
 def _print_gather(ctx: Context, report) -> None:
     for line in report.problems:
-        click.echo(f"rejected: {line}", err=True)
+        ctx.err(logging.ERROR, f"rejected: {line}")
     for line in report.warnings:
         if ctx.verbose or not ctx.quiet:
-            click.echo(f"warning: {line}", err=True)
+            ctx.err(logging.WARNING, f"warning: {line}")
     ctx.say(f"gather: {report.new} new, {report.updated} updated, {report.unchanged} unchanged, "
             f"{report.rejected} rejected" + (f", {report.failed_sources} source(s) failed"
                                              if report.failed_sources else ""))
@@ -217,13 +233,13 @@ def _print_delivery(ctx: Context, config: Config, issue_id: str, summary) -> Non
             f"{c.get('skipped', 0)} skipped, {c.get('unknown', 0)} unknown this run; "
             f"ledger: " + ", ".join(f"{k} {v}" for k, v in sorted(l.items())))
     for err, n in summary.errors.most_common(10):
-        click.echo(f"failed: {n} × {err}", err=True)
+        ctx.err(logging.ERROR, f"failed: {n} × {err}")
     if l.get("unknown"):
-        click.echo(f"unknown: {l['unknown']} message(s) may or may not have been delivered; "
-                   f"[delivery] unknown = \"{config.delivery.unknown}\" (see `newsletter status`; "
-                   f"`send --resend-unknown` sends them again)", err=True)
+        ctx.err(logging.WARNING, f"unknown: {l['unknown']} message(s) may or may not have been delivered; "
+                f"[delivery] unknown = \"{config.delivery.unknown}\" (see `newsletter status`; "
+                f"`send --resend-unknown` sends them again)")
     if summary.paused:
-        click.echo(f"paused: {summary.paused}", err=True)
+        ctx.err(logging.WARNING, f"paused: {summary.paused}")
     if not ctx.quiet:
         from .console import print_summary
 
@@ -270,11 +286,17 @@ def status(ctx: Context, as_json: bool) -> None:
     click.echo("last gather: " + (f"{g['at']}: {g['new']} new, {g['updated']} updated, {g['unchanged']} unchanged, "
                                   f"{g['rejected']} rejected" if g else "never"))
     click.echo("subscribers: " + (", ".join(f"{k} {v}" for k, v in sorted(info["subscribers"].items())) or "none"))
+    last = info["last_issue"]
+    click.echo("last issue: " + (f"{last['id']} ({last['status']}, composed {last['composed_at']})" if last else "none"))
     for i in info["issues"]:
         d = ", ".join(f"{k} {v}" for k, v in sorted(i["deliveries"].items())) or "no deliveries"
         click.echo(f"issue {i['id']}: {i['status']}, {i['reviews']} reviews; {d}")
         for p in i["problems"]:
             click.echo(f"  {p['status']}: {p['email']}: {p['error']}")
+        if i["more_problems"]:
+            click.echo(f"  … and {i['more_problems']} more failed or unknown (see `status --json` or the ledger)")
+    if info["problems_total"]:
+        click.echo(f"problems: {info['problems_total']} failed or unknown deliveries")
 
 
 @main.group()

@@ -8,6 +8,7 @@ the issue if it is not fully sent. Running it again does nothing new.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from .transports import Transport, make_transport
 from .writer import Writer
 
 Clock = Callable[[], datetime]
+log = logging.getLogger("newsletter.job")
 
 
 def links_for(config: Config) -> Links:
@@ -72,7 +74,10 @@ def run_job(config: Config, clock: Clock, transport: Optional[Transport] = None,
     """
     with RunLock(config.store_path), Store(config.store_path) as store:
         now = clock()
+        log.info("run started (store %s)", config.store_path)
         g = gather(config, store, now)
+        log.info("gather: %(new)d new, %(updated)d updated, %(unchanged)d unchanged, %(rejected)d rejected, "
+                 "%(failed_sources)d source(s) failed", g.counts())
         issue_id, due_at = due_issue(now, config.email.send_at, config.site.tz)
         issue = store.get_issue(issue_id)
         links = None
@@ -82,6 +87,9 @@ def run_job(config: Config, clock: Clock, transport: Optional[Transport] = None,
             issue = compose(config, store, now, issue_id)
         renderer = Renderer(config)
         f = build_feeds(config, store, renderer, now)
+        log.info("feeds: %d written, %d unchanged", len(f.written), len(f.unchanged))
+        log.info("issue %s (due %s): %s, %d reviews", issue.id, due_at.isoformat(), issue.status,
+                 issue.review_count)
         summary = None
         if issue.status in ("composed", "sending"):
             links = links or links_for(config)
@@ -94,7 +102,17 @@ def run_job(config: Config, clock: Clock, transport: Optional[Transport] = None,
                 if own:
                     transport.close()
             issue = store.get_issue(issue.id)
+            _log_delivery(issue.id, summary)
         return JobReport(g, f, issue, summary, due_at)
+
+
+def _log_delivery(issue_id: str, summary: DeliverySummary) -> None:
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.counts.items())) or "nothing to do"
+    ledger = ", ".join(f"{k} {v}" for k, v in sorted(summary.ledger.items()))
+    level = logging.INFO if summary.ok else logging.WARNING
+    log.log(level, "send %s: %s this run; ledger: %s", issue_id, counts, ledger)
+    for err, n in summary.errors.most_common(10):
+        log.warning("send %s: %d × %s", issue_id, n, err)
 
 
 def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
@@ -132,6 +150,7 @@ def send_issue(config: Config, clock: Clock, issue_id: Optional[str] = None,
         finally:
             if own:
                 transport.close()
+        _log_delivery(issue.id, summary)
         return store.get_issue(issue.id), summary
 
 
@@ -225,13 +244,27 @@ def preview(config: Config, clock: Clock, out_dir: Path, issue_id: Optional[str]
 
 
 def status(config: Config) -> dict:
-    """Last gather, subscriber counts and every issue with its delivery counts."""
+    """Last gather, subscriber counts, the last issue and every issue with its delivery counts.
+
+    Returns:
+        ``{"store", "reviews", "last_gather" (row dict or None), "subscribers" (status → n),
+        "last_issue" (the newest issue's entry or None), "issues": [{"id", "status", "reviews",
+        "deliveries" (status → n), "problems" (up to 20 failed/unknown rows: email, status,
+        error), "more_problems" (how many more)}], "problems_total"}`` — ``problems_total``
+        counts every ``failed`` and ``unknown`` ledger row of every issue.
+    """
     with Store(config.store_path, must_exist=True) as store:
         issues = []
         for i in store.issues():
+            counts = store.delivery_counts(i.id)
+            problems = [dict(r) for r in store.delivery_problems(i.id)]
+            bad = counts.get("failed", 0) + counts.get("unknown", 0)
             issues.append({"id": i.id, "status": i.status, "reviews": i.review_count,
-                           "deliveries": store.delivery_counts(i.id),
-                           "problems": [dict(r) for r in store.delivery_problems(i.id)]})
+                           "composed_at": i.composed_at.isoformat() if i.composed_at else None,
+                           "deliveries": counts, "problems": problems,
+                           "more_problems": max(0, bad - len(problems))})
         return {"store": str(config.store_path), "reviews": store.review_count(),
                 "last_gather": store.last_gather(), "subscribers": store.subscriber_counts(),
-                "issues": issues}
+                "last_issue": issues[0] if issues else None, "issues": issues,
+                "problems_total": sum(i["deliveries"].get("failed", 0) + i["deliveries"].get("unknown", 0)
+                                      for i in issues)}
