@@ -99,3 +99,58 @@ def test_front_matter_with_two_bodies_is_rejected(tmp_path):
                                    "published: '2026-11-20T10:00:00Z'\nbody: hidden\n---\nvisible\n", encoding="utf-8")
     report, count = run_gather(make_config(tmp_path, sources='path = "r.md"'))
     assert count == 0 and "body is given twice" in report.problems[0]
+
+
+def test_unchanged_record_is_not_validated_again(tmp_path, monkeypatch):
+    """A second gather of the same records counts them unchanged without validating them again."""
+    import newsletter.gather as g
+    write_jsonl(tmp_path / "reviews.jsonl", [review(n) for n in range(1, 6)])
+    cfg = make_config(tmp_path)
+    run_gather(cfg)
+    calls = []
+    real = g.check_record
+    monkeypatch.setattr(g, "check_record", lambda data: calls.append(data) or real(data))
+    report, count = run_gather(cfg)
+    assert (report.unchanged, report.new, calls, count) == (5, 0, [], 5)
+
+
+def test_record_with_warnings_warns_every_gather(tmp_path):
+    """A record taken with a remark (unknown key) repeats its warning on every gather."""
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1, extra_key="x")])
+    cfg = make_config(tmp_path)
+    first, _ = run_gather(cfg)
+    second, _ = run_gather(cfg)
+    assert first.warnings and second.warnings == first.warnings and second.unchanged == 1
+
+
+def test_reordered_keys_are_unchanged_and_a_real_edit_is_an_update(tmp_path):
+    """The same record with keys in another order is unchanged; a changed title is an update."""
+    path = tmp_path / "reviews.jsonl"
+    write_jsonl(path, [review(1)])
+    cfg = make_config(tmp_path)
+    run_gather(cfg)
+    rec = review(1)
+    write_jsonl(path, [dict(reversed(list(rec.items())))])
+    assert run_gather(cfg)[0].unchanged == 1
+    write_jsonl(path, [review(1, title="改了标题")])
+    assert run_gather(cfg)[0].updated == 1
+
+
+def test_worker_processes_give_the_same_store_as_one_process(tmp_path, monkeypatch):
+    """Validation and rendering on worker processes store exactly what one process stores."""
+    import newsletter.gather as g
+    records = [review(n) for n in range(1, 40)] + [{"id": "bad"}] + [review(3)]
+    results = {}
+    for mode, minimum in (("serial", 10 ** 9), ("parallel", 1)):
+        d = tmp_path / mode
+        d.mkdir()
+        write_jsonl(d / "reviews.jsonl", records)
+        monkeypatch.setattr(g, "PARALLEL_MIN", minimum)
+        config = load_config(make_config(d))
+        with Store(config.store_path) as store:
+            report = gather(config, store, NOW)
+            rows = store.db.execute("SELECT id, body_html, content_hash, record_hash FROM reviews ORDER BY id").fetchall()
+        problems = [p.replace(str(d), "DIR") for p in report.problems]
+        results[mode] = (report.counts(), problems, [tuple(r) for r in rows])
+    assert results["serial"] == results["parallel"]
+    assert results["serial"][0]["rejected"] == 2

@@ -181,3 +181,15 @@ def test_test_copy_never_reuses_the_real_message_id(config):
     job.send_test_copy(config, clock, "wang@example.org", issue_id="2026-W48", transport=test)
     assert test.sent[0].message_id != real["wang@example.org"]
     assert test.sent[0].message_id.startswith("test-2026-W48.")
+
+
+@freeze_time(DUE)
+def test_status_shows_last_gather_last_issue_counts_and_failures(config):
+    """status: last gather, the last issue, delivery counts per status and every failed address with its error."""
+    mem = MemoryTransport(fail=lambda r: DeliveryResult(r, "failed", error="550 no such user") if r == "sam@example.org" else None)
+    job.run_job(config, clock, transport=mem)
+    info = job.status(config)
+    assert info["last_gather"]["new"] == 6
+    assert info["last_issue"]["id"] == "2026-W48" and info["last_issue"]["deliveries"] == {"failed": 1, "sent": 2}
+    assert info["last_issue"]["problems"] == [{"email": "sam@example.org", "status": "failed", "error": "550 no such user"}]
+    assert info["problems_total"] == 1 and info["last_issue"]["more_problems"] == 0

@@ -100,3 +100,24 @@ def test_review_text_cannot_spell_a_placeholder(tmp_path):
     assert token not in out.placeholders.values()
     html, text = personalize(out, {"email": "victim@example.org", "unsubscribe_url": "https://u/secret"})
     assert "victim@example.org" not in html and "victim@example.org" not in text
+
+
+def test_oversized_edition_compiles_mjml_once(tmp_path):
+    """When the bodies alone pass the size cap the email goes straight to excerpts: one MJML compile."""
+    body = "这是一段很长的评审。" * 1500
+    config, store, issue, reviews = setup(tmp_path, [review(n, body=body) for n in range(1, 8)])
+    renderer = Renderer(config)
+    out = renderer.render_issue(issue, reviews)
+    assert out.mode == "excerpt" and renderer.compiles == 1
+
+
+def test_personalize_fills_every_placeholder_in_one_pass(tmp_path):
+    """Every placeholder is replaced, HTML-escaped in HTML and verbatim in text; a value that looks
+    like a placeholder is not expanded again."""
+    from newsletter.render import RenderedEmail
+    tokens = " ".join(PLACEHOLDERS[k] for k in ("name", "email", "unsubscribe_url", "preferences_url"))
+    rendered = RenderedEmail("s", f"<p>{tokens}</p>", tokens, 1)
+    html, text = personalize(rendered, {"name": "<b>" + PLACEHOLDERS["email"], "email": "a@x.org",
+                                        "unsubscribe_url": "https://u?a=1&b=2", "preferences_url": "https://p"})
+    assert html == "<p>&lt;b&gt;" + PLACEHOLDERS["email"] + " a@x.org https://u?a=1&amp;b=2 https://p</p>"
+    assert text == "<b>" + PLACEHOLDERS["email"] + " a@x.org https://u?a=1&b=2 https://p"
