@@ -40,7 +40,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -225,10 +225,13 @@ def _postmark_item(m, to: str) -> dict:
 
 
 def _sendgrid_body(m, tos: list[str]) -> dict:
+    """One shared body, one personalization per recipient (headers and substitutions of their own)."""
     f = m.fields
     return {"from": {"email": m.sender}, "subject": f["subject"],
             "content": [{"type": "text/plain", "value": f["text"]}, {"type": "text/html", "value": f["html"]}],
-            "personalizations": [{"to": [{"email": t}], "headers": f["headers"]} for t in tos]}
+            "personalizations": [{"to": [{"email": t}], "headers": f["headers"],
+                                  "substitutions": {"-name-": t.split("@")[0], "-unsubscribe-": f["headers"]["List-Unsubscribe"]}}
+                                 for t in tos]}
 
 
 def task_bare_http(config_path: str, issue_id: str, kind: str, url: str, batch: str) -> dict:
@@ -246,9 +249,12 @@ def task_bare_http(config_path: str, issue_id: str, kind: str, url: str, batch: 
         if kind == "postmark":
             r = session.post(f"{url}/email/batch", json=[_postmark_item(built[k], a) for a, k in chunk],
                              headers=headers, timeout=60)
-        else:  # sendgrid: one request per message, as each recipient's copy is personalised
+        else:  # sendgrid: per batch, one request per edition (shared body, personalizations)
+            groups: dict = {}
             for a, k in chunk:
-                r = session.post(f"{url}/v3/mail/send", json=_sendgrid_body(built[k], [a]),
+                groups.setdefault(k, []).append(a)
+            for k, tos in groups.items():
+                r = session.post(f"{url}/v3/mail/send", json=_sendgrid_body(built[k], tos),
                                  headers=headers, timeout=60)
         r.raise_for_status()
     seconds = time.perf_counter() - t0
@@ -353,8 +359,6 @@ def machine() -> dict:
         mem_gb = f"{int(mem) / 1024 / 1024:.1f} GiB"
     except (OSError, StopIteration):
         mem_gb = "?"
-    import feedgen
-    import nh3  # noqa: F401
     versions = {}
     for dist in ("feedgen", "cmarkgfm", "nh3", "mjml-python", "aiosmtpd", "pelican", "Markdown", "requests"):
         try:
@@ -362,7 +366,6 @@ def machine() -> dict:
             versions[dist] = version(dist)
         except Exception:
             versions[dist] = "-"
-    del feedgen
     return {"nproc": os.cpu_count(), "cpu": model or platform.processor(), "memory": mem_gb,
             "python": platform.python_version(), "platform": platform.platform(), "versions": versions}
 
@@ -372,7 +375,7 @@ def best(results: list[dict]) -> dict:
 
 
 def registered_transports() -> set[str]:
-    from newsletter.transports import REGISTRY, make_transport  # noqa: F401
+    from newsletter.transports import REGISTRY
     import newsletter.transports as t
     import pkgutil
     import importlib

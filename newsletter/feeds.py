@@ -42,8 +42,10 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import posixpath
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Optional
@@ -58,7 +60,7 @@ from .config import Config
 from .feed_archive import ALL, FeedState, archive_count
 from .jsonfeed import MEDIA_TYPE as JSON_TYPE, json_feed, json_item
 from .models import StoredReview, Tag
-from .render import Renderer
+from .render import PACKAGE_TEMPLATES, Renderer
 from .store import Store
 from .tag_registry import MovedTag, TagFeed, TagRegistry
 from .writer import Writer
@@ -403,6 +405,27 @@ def plan_feeds(config: Config, registry: TagRegistry) -> list[Feed]:
     return feeds
 
 
+def _issue_pages_fingerprint(config: Config) -> str:
+    """SHA-256 of what shapes an issue page besides its reviews: site settings, the renderer
+    and markup code, and every template (package and ``site.templates``)."""
+    from . import markup, render
+
+    s = config.site
+    h = hashlib.sha256(json.dumps([__version__, s.title, s.base_url, s.language, s.timezone, s.author,
+                                   s.description, str(s.templates)], ensure_ascii=False).encode())
+    for path in (render.__file__, markup.__file__):
+        with open(path, "rb") as fh:
+            h.update(fh.read())
+    for d in (PACKAGE_TEMPLATES, s.templates):
+        if d and os.path.isdir(d):
+            for name in sorted(os.listdir(d)):
+                full = os.path.join(d, name)
+                if os.path.isfile(full):
+                    with open(full, "rb") as fh:
+                        h.update(name.encode() + b"\0" + fh.read())
+    return h.hexdigest()
+
+
 def _config_fingerprint(config: Config, registry: TagRegistry) -> str:
     s = config.site
     doc = [LAYOUT_VERSION, __version__, s.title, s.base_url, s.language, s.author, s.description,
@@ -446,24 +469,33 @@ def build_feeds(config: Config, store: Store, renderer: Optional[Renderer] = Non
     fresh: dict[str, str] = {}
     changed_urls: list[str] = []
 
-    for feed in feeds:
-        archives = archive_count(states.get(feed.key, FeedState()).last_pos, per_page)
-        for page in [*range(1, archives + 1), 0]:  # archive pages before the document linking them
-            links = archives if page == 0 else int(page < archives)
-            fp = hashlib.sha256(json.dumps(
-                [config_fp, feed.title, feed.subtitle, page, links, digests.get((feed.key, page), "")],
-                ensure_ascii=False).encode()).hexdigest()
-            stem = feed.path(page, "")[:-1]
-            paths = [feed.path(page, "atom"), feed.path(page, "json")]
-            if known.get(stem) == fp and all((writer.root / p).exists() for p in paths):
-                report.unchanged.extend(writer.root / p for p in paths)
-                continue
-            spec = FeedSpec(feed, page, archives,
-                            tuple(feed_archive.page_reviews(store, feed.key, page, archives, per_page)))
-            for p, data in zip(paths, (atom_document(config, spec, registry), json_document(config, spec, registry))):
-                if writer.write(p, data) and page == 0:
-                    changed_urls.append(base + p)
-            fresh[stem] = fp
+    # Documents are rendered here and written by a few threads: each file is fsync'ed before its
+    # rename, and concurrent fsyncs share journal commits instead of queueing one by one.
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="feeds-write")
+    pending: list = []
+    try:
+        for feed in feeds:
+            archives = archive_count(states.get(feed.key, FeedState()).last_pos, per_page)
+            for page in [*range(1, archives + 1), 0]:  # archive pages before the document linking them
+                links = archives if page == 0 else int(page < archives)
+                fp = hashlib.sha256(json.dumps(
+                    [config_fp, feed.title, feed.subtitle, page, links, digests.get((feed.key, page), "")],
+                    ensure_ascii=False).encode()).hexdigest()
+                stem = feed.path(page, "")[:-1]
+                paths = [feed.path(page, "atom"), feed.path(page, "json")]
+                if known.get(stem) == fp and all((writer.root / p).exists() for p in paths):
+                    report.unchanged.extend(writer.root / p for p in paths)
+                    continue
+                spec = FeedSpec(feed, page, archives,
+                                tuple(feed_archive.page_reviews(store, feed.key, page, archives, per_page)))
+                for p, data in zip(paths, (atom_document(config, spec, registry), json_document(config, spec, registry))):
+                    pending.append((pool.submit(writer.write, p, data), base + p if page == 0 else None))
+                fresh[stem] = fp
+    finally:
+        pool.shutdown(wait=True)
+    for future, url in pending:   # in submission order; re-raises the first failed write
+        if future.result() and url:
+            changed_urls.append(url)
 
     for m in registry.moved:
         newest = store.db.execute(
@@ -492,9 +524,23 @@ def build_feeds(config: Config, store: Store, renderer: Optional[Renderer] = Non
     writer.write(STYLESHEET, renderer.render_page("feed.xsl.j2", words=words).encode("utf-8"))
 
     issues = [i for i in store.issues() if i.status != "empty" and i.review_count]
+    pages_fp = _issue_pages_fingerprint(config)
     for issue in issues:
-        rendered = renderer.render_issue(issue, store.reviews_in_issue(issue.id), archive=True)
-        writer.write(f"issues/{issue.id}.html", rendered.html.encode("utf-8"))
+        # An issue page costs an MJML compile: redo it only when its reviews, the templates,
+        # the renderer or the site changed (years of weekly issues stay cheap).
+        reviews = store.reviews_in_issue(issue.id)
+        fp = hashlib.sha256(json.dumps(
+            [pages_fp, issue.id, issue.review_count, issue.start.isoformat(), issue.end.isoformat(),
+             [[r.review.id, r.review.title, r.review.url, r.review.summary, r.review.repo, r.review.author,
+               r.review.published.isoformat(), r.body_html, [[t.name, t.slug] for t in r.tags]]
+              for r in reviews]], ensure_ascii=False).encode()).hexdigest()
+        stem = f"issues/{issue.id}"
+        if known.get(stem) == fp and (writer.root / f"{stem}.html").exists():
+            report.unchanged.append(writer.root / f"{stem}.html")
+            continue
+        rendered = renderer.render_issue(issue, reviews, archive=True)
+        writer.write(f"{stem}.html", rendered.html.encode("utf-8"))
+        fresh[stem] = fp
     page = renderer.render_page(
         "index.html.j2", words=words, tags=tag_rows,
         total=states.get(ALL, FeedState()).count, all_json_url=base + "all.json",

@@ -554,3 +554,28 @@ def test_w3c_feed_validator_reports_no_error_or_warning(tmp_path):
     assert any("/archive/" in f for f in files) and any(f.endswith("/amd.atom") for f in files)
     proc = subprocess.run([str(VALIDATOR), *files], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_issue_page_is_compiled_once_until_something_it_shows_changes(tmp_path):
+    """An issue's "view in browser" page is not recompiled by later builds; editing a template redoes it."""
+    from newsletter.compose import compose
+    from newsletter.render import Renderer
+
+    write_jsonl(tmp_path / "reviews.jsonl", [review(n) for n in range(1, 4)])
+    tpl = tmp_path / "tpl"
+    tpl.mkdir()
+    config = load_config(make_config(tmp_path, site=f'templates = "{tpl}"'))
+    with Store(config.store_path) as store:
+        gather(config, store, NOW)
+        compose(config, store, datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc), "2026-W48")
+        counts = []
+        for step in range(3):
+            if step == 2:   # a user template now overrides the packaged one
+                pkg = Path(__import__("newsletter.render", fromlist=["x"]).PACKAGE_TEMPLATES)
+                (tpl / "email.mjml.j2").write_text((pkg / "email.mjml.j2").read_text() + "\n")
+            renderer = Renderer(config)
+            report = build_feeds(config, store, renderer)
+            counts.append(renderer.compiles)
+    page = config.feeds.dir / "issues" / "2026-W48.html"
+    assert page.exists() and counts == [1, 0, 1]
+    assert page in report.unchanged   # same bytes after the recompile: left alone

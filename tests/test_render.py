@@ -121,3 +121,15 @@ def test_personalize_fills_every_placeholder_in_one_pass(tmp_path):
                                         "unsubscribe_url": "https://u?a=1&b=2", "preferences_url": "https://p"})
     assert html == "<p>&lt;b&gt;" + PLACEHOLDERS["email"] + " a@x.org https://u?a=1&amp;b=2 https://p</p>"
     assert text == "<b>" + PLACEHOLDERS["email"] + " a@x.org https://u?a=1&b=2 https://p"
+
+
+def test_truncation_finds_the_most_reviews_that_fit_in_few_compiles(tmp_path):
+    """A truncated issue shows as many reviews as fit under the cap (one more would not), in a handful of compiles."""
+    config, store, issue, reviews = setup(tmp_path, [review(n, title="标题" * 100) for n in range(1, 400)])
+    renderer = Renderer(config)
+    out = renderer.render_issue(issue, reviews)
+    shown = out.html.count("issues/2026-W48.html#r")
+    assert out.mode == "truncated" and len(out.html.encode()) <= 100_000
+    bigger = renderer._html(issue, reviews, [], "truncated", shown + 1, False)
+    assert len(bigger.encode()) > 100_000
+    assert renderer.compiles <= 8   # bisection needed 11 here
