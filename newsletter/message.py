@@ -88,6 +88,7 @@ def message_id(issue_id: str, recipient: str, domain: str) -> str:
     return f"{issue_id}.{digest}@{domain}"
 
 
+@lru_cache(maxsize=64)
 def list_id_header(title: str, list_id: str) -> str:
     """``List-Id`` value: the title as phrase (RFC 2047 if needed) and ``<list_id>``."""
     title = one_line(title).replace('"', "'")
@@ -132,7 +133,7 @@ def build_message(*, sender: Address, reply_to: str, to_name: str, to_addr: str,
     headers["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     for k, v in (extra_headers or {}).items():
         headers[one_line(k)] = one_line(v)
-    head = [_shared_field("From", str(sender)), _field("To", str(to))]
+    head = [_shared_field("From", str(sender)), _to_field(to)]
     if reply_to:
         head.append(_shared_field("Reply-To", one_line(reply_to)))
     head += [_shared_field("Subject", one_line(subject)), _date_field(now), _field("Message-ID", f"<{mid}>")]
@@ -173,6 +174,17 @@ def _field(name: str, value: str) -> bytes:
             folded = ",\r\n ".join(value.split(", "))
             return f"{name}: {folded}\r\n".encode("ascii")
     return _fold(name, value)
+
+
+def _to_field(to: Address) -> bytes:
+    """``To``: as is when ASCII (``Address`` quotes specials); a non-ASCII display name as RFC 2047
+    encoded words (UTF-8, ``B``), folded between words at 76 characters; the address stays plain."""
+    if to.display_name and not to.display_name.isascii():
+        words = Header(to.display_name, "utf-8", header_name="To").encode(linesep="\r\n")
+        line = f"To: {words} <{to.addr_spec}>\r\n"
+        if line.isascii() and max(map(len, line.split("\r\n"))) <= _MAX_LINE:
+            return line.encode("ascii")
+    return _field("To", str(to))
 
 
 @lru_cache(maxsize=64)

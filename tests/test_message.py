@@ -152,3 +152,11 @@ def test_fifty_thousand_messages_cost_seconds_not_minutes():
     for i in range(50):
         build(html=html, to_addr=f"r{i}@example.org")
     assert (time.perf_counter() - t0) / 50 < 0.002
+
+
+def test_to_header_bytes_match_the_stdlib_policy():
+    """The fast To line is byte-for-byte what the stdlib SMTP policy folds, for short, long and quoted names."""
+    from newsletter.message import _fold, _to_field, make_address
+    for name in ("王芳", "一个非常非常长的中文名字" * 4, "Ünïcode, Name", "Rivera, Alex", ""):
+        to = make_address(name, "alex@example.org")
+        assert _to_field(to) == _fold("To", str(to)), name
