@@ -114,13 +114,14 @@ def test_unchanged_record_is_not_validated_again(tmp_path, monkeypatch):
     assert (report.unchanged, report.new, calls, count) == (5, 0, [], 5)
 
 
-def test_record_with_warnings_warns_every_gather(tmp_path):
-    """A record taken with a remark (unknown key) repeats its warning on every gather."""
+def test_record_with_warnings_warns_when_taken_not_when_unchanged(tmp_path):
+    """A record taken with a remark (unknown key) warns when stored; unchanged later, it is quiet and not revalidated."""
     write_jsonl(tmp_path / "reviews.jsonl", [review(1, extra_key="x")])
     cfg = make_config(tmp_path)
     first, _ = run_gather(cfg)
     second, _ = run_gather(cfg)
-    assert first.warnings and second.warnings == first.warnings and second.unchanged == 1
+    assert "ignored unknown key(s): extra_key" in first.warnings[0]
+    assert second.warnings == [] and second.unchanged == 1
 
 
 def test_reordered_keys_are_unchanged_and_a_real_edit_is_an_update(tmp_path):

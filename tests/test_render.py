@@ -112,16 +112,18 @@ def test_oversized_edition_compiles_mjml_once(tmp_path):
 
 
 def test_personalize_fills_every_placeholder_in_one_pass(tmp_path):
-    """Every placeholder is replaced, HTML-escaped in HTML and verbatim in text; a value that looks
-    like a placeholder is not expanded again."""
-    from newsletter.render import RenderedEmail
-    tokens = " ".join(PLACEHOLDERS[k] for k in ("name", "email", "unsubscribe_url", "preferences_url"))
-    rendered = RenderedEmail("s", f"<p>{tokens}</p>", tokens, 1)
-    html, text = personalize(rendered, {"name": "<b>" + PLACEHOLDERS["email"], "email": "a@x.org",
+    """Every placeholder is replaced, HTML-escaped in HTML and verbatim in text, and a value that
+    looks like another placeholder is not expanded again."""
+    config, store, issue, reviews = setup(tmp_path, [review(1)])
+    out = Renderer(config).render_issue(issue, reviews)
+    ph = out.placeholders
+    from dataclasses import replace
+    tokens = " ".join(ph[k] for k in ("name", "email", "unsubscribe_url", "preferences_url"))
+    rendered = replace(out, html=f"<p>{tokens}</p>", text=tokens)
+    html, text = personalize(rendered, {"name": "<b>" + ph["email"], "email": "a@x.org",
                                         "unsubscribe_url": "https://u?a=1&b=2", "preferences_url": "https://p"})
-    assert html == "<p>&lt;b&gt;" + PLACEHOLDERS["email"] + " a@x.org https://u?a=1&amp;b=2 https://p</p>"
-    assert text == "<b>" + PLACEHOLDERS["email"] + " a@x.org https://u?a=1&b=2 https://p"
-
+    assert html == "<p>&lt;b&gt;" + ph["email"] + " a@x.org https://u?a=1&amp;b=2 https://p</p>"
+    assert text == "<b>" + ph["email"] + " a@x.org https://u?a=1&b=2 https://p"
 
 def test_truncation_finds_the_most_reviews_that_fit_in_few_compiles(tmp_path):
     """A truncated issue shows as many reviews as fit under the cap (one more would not), in a handful of compiles."""
