@@ -52,9 +52,14 @@ class Links:
     def __init__(self, config: Config, key: str) -> None:
         self.base = config.site.app_url or config.site.base_url
         self.key = key
+        self._serializers: dict[str, URLSafeSerializer] = {}
 
     def _serializer(self, purpose: str) -> URLSafeSerializer:
-        return URLSafeSerializer(self.key, salt=SALTS[purpose])
+        # One serializer per purpose, made once: a send signs two links per recipient.
+        found = self._serializers.get(purpose)
+        if found is None:
+            found = self._serializers[purpose] = URLSafeSerializer(self.key, salt=SALTS[purpose])
+        return found
 
     def token(self, purpose: str, email: str) -> str:
         """A signed token carrying ``email`` for ``purpose`` (``unsubscribe`` or ``preferences``)."""

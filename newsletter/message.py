@@ -194,9 +194,13 @@ def _date_field(now: datetime) -> bytes:
 
 def _part(subtype: str, text: str) -> tuple[bytes, bytes]:
     """One ``text/*`` part's headers and body: CRLF line ends, ``7bit`` or ``base64``."""
-    lines = text.encode("utf-8").splitlines()
-    body = b"\r\n".join(lines) + b"\r\n"
-    if body.isascii() and (not lines or max(map(len, lines)) <= _MAX_LINE):
+    data = text.encode("utf-8")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    body = data.replace(b"\n", b"\r\n")
+    if not body.endswith(b"\r\n"):
+        body += b"\r\n"
+    if body.isascii() and max(map(len, body.split(b"\r\n"))) <= _MAX_LINE:
         cte = b"7bit"
     else:
         cte = b"base64"
