@@ -8,7 +8,7 @@ page and from each archive page to the one before it, so following
 ``next_url`` reaches every item once — and an archive page's JSON never
 changes when a newer page appears.
 
-Serialisation is deterministic (key order fixed, two-space indent, UTF-8,
+Serialisation is deterministic (key order fixed, compact separators — the C encoder, UTF-8,
 trailing newline) so an unchanged feed has unchanged bytes.
 """
 
@@ -76,4 +76,4 @@ def json_feed(*, title: str, home_page_url: str, feed_url: str, items: list[dict
     if expired:
         doc["expired"] = True
     doc["items"] = items
-    return (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    return (json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")

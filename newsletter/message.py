@@ -139,9 +139,8 @@ def build_message(*, sender: Address, reply_to: str, to_name: str, to_addr: str,
     head += [_shared_field("Subject", one_line(subject)), _date_field(now), _field("Message-ID", f"<{mid}>")]
     for k, v in headers.items():
         head.append(_field(k, v) if k == "List-Unsubscribe" else _shared_field(k, v))
-    data = _assemble(head, text, html)
     return OutgoingMessage(
-        recipient=to.addr_spec, data=data, message_id=mid, sender=sender.addr_spec,
+        recipient=to.addr_spec, data=lambda: _assemble(head, text, html), message_id=mid, sender=sender.addr_spec,
         fields={"from": str(sender), "to": str(to), "to_addr": to.addr_spec, "to_name": to.display_name,
                 "subject": one_line(subject), "html": html, "text": text,
                 "reply_to": one_line(reply_to), "headers": headers, "message_id": mid})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Optional
+from typing import Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -111,13 +111,14 @@ class Issue:
     status: str = "composed"
 
 
-@dataclass(frozen=True)
 class OutgoingMessage:
     """One message for one recipient, ready for a transport.
 
-    Attributes:
+    Args:
         recipient: the bare address it goes to (ledger key).
-        data: the whole RFC 5322 message, CRLF line endings, bytes.
+        data: the whole RFC 5322 message (CRLF line endings) as bytes, or a callable
+            returning them: built on first use, so transports that send ``fields`` as
+            JSON (HTTP providers) never pay for MIME they do not read.
         message_id: its ``Message-ID`` without angle brackets.
         sender: the envelope sender (bare address).
         fields: the same message as parts, for HTTP providers that take JSON:
@@ -125,11 +126,22 @@ class OutgoingMessage:
             (a dict of extra headers such as ``List-Unsubscribe``).
     """
 
-    recipient: str
-    data: bytes
-    message_id: str
-    sender: str
-    fields: dict = field(default_factory=dict, compare=False, repr=False)
+    __slots__ = ("recipient", "_data", "message_id", "sender", "fields")
+
+    def __init__(self, recipient: str, data: "bytes | Callable[[], bytes]", message_id: str, sender: str,
+                 fields: Optional[dict] = None) -> None:
+        self.recipient, self._data, self.message_id, self.sender = recipient, data, message_id, sender
+        self.fields = fields if fields is not None else {}
+
+    @property
+    def data(self) -> bytes:
+        """The RFC 5322 bytes (built once, on first access)."""
+        if callable(self._data):
+            self._data = self._data()
+        return self._data
+
+    def __repr__(self) -> str:
+        return f"OutgoingMessage(recipient={self.recipient!r}, message_id={self.message_id!r})"
 
 
 @dataclass(frozen=True)
