@@ -166,3 +166,13 @@ def test_to_header_reads_back_like_the_stdlib_policy():
                for raw in (mine, ref)]
         assert [(a.display_name, a.addr_spec) for a in got][0] == [(a.display_name, a.addr_spec) for a in got][1]
         assert mine.isascii() and max(len(x) for x in mine.split(b"\r\n")) <= 78
+
+
+def test_long_list_unsubscribe_stays_plain_on_the_wire():
+    """A long one-click URL is written as <url> (RFC 2369), never as RFC 2047 encoded words."""
+    url = "https://reviews.example.org/unsubscribe?t=" + "A" * 120
+    raw = build(unsubscribe_url=url).data.decode("ascii")
+    head = raw.split("\r\n\r\n", 1)[0]
+    assert f"List-Unsubscribe: <{url}>," in head
+    line = next(l for l in head.split("\r\n") if l.startswith("List-Unsubscribe:"))
+    assert "=?" not in line
