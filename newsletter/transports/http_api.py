@@ -184,6 +184,18 @@ class HttpApiTransport:
         idx = list(range(len(messages)))
         return [idx[i:i + self.max_batch] for i in range(0, len(idx), self.max_batch)]
 
+    def groups_by_template(self, messages: Sequence[OutgoingMessage],
+                           token: Callable[[str], str]) -> list[list[int]]:
+        """For providers that send one shared body per request: one request per edition
+        (equal :func:`template_of` keys), at most ``max_batch`` recipients each."""
+        by_key: dict[str, list[int]] = {}
+        for i, m in enumerate(messages):
+            by_key.setdefault(template_of(m, token).key, []).append(i)
+        out = []
+        for idx in by_key.values():
+            out += [idx[j:j + self.max_batch] for j in range(0, len(idx), self.max_batch)]
+        return out
+
     def build(self, messages: Sequence[OutgoingMessage]) -> Call:  # pragma: no cover - abstract
         """The request sending these messages."""
         raise NotImplementedError

@@ -42,13 +42,7 @@ class SendGridTransport(HttpApiTransport):
 
     def groups(self, messages: Sequence[OutgoingMessage]) -> list[list[int]]:
         """One request per edition, ≤ 1,000 recipients each."""
-        by_key: dict[str, list[int]] = {}
-        for i, m in enumerate(messages):
-            by_key.setdefault(template_of(m, _token).key, []).append(i)
-        out = []
-        for idx in by_key.values():
-            out += [idx[j:j + self.max_batch] for j in range(0, len(idx), self.max_batch)]
-        return out
+        return self.groups_by_template(messages, _token)
 
     def build(self, messages: Sequence[OutgoingMessage]) -> Call:
         """The Mail Send body: shared ``from``/``subject``/``content``, a personalization per recipient."""
