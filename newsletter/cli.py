@@ -309,9 +309,10 @@ def subscribers() -> None:
 @click.option("--name", default=None, help="Display name (kept as it is when omitted).")
 @click.option("--tags", default=None,
               help="Tags to follow, separated by , or | (empty: every tag; kept as they are when omitted).")
+@click.option("--force", is_flag=True, help="Re-activate even an address that reported the list as spam.")
 @pass_ctx
 @handle_errors
-def subscribers_add(ctx: Context, email: str, name: Optional[str], tags: Optional[str]) -> None:
+def subscribers_add(ctx: Context, email: str, name: Optional[str], tags: Optional[str], force: bool) -> None:
     """Add a subscriber, or change one (re-activates a suppressed address)."""
     import dataclasses
 
@@ -331,6 +332,9 @@ def subscribers_add(ctx: Context, email: str, name: Optional[str], tags: Optiona
             raise click.UsageError(str(exc))
         if tags is None and existing:
             sub = dataclasses.replace(sub, tags=existing.tags)
+        if existing and existing.status == "complained" and not force:
+            click.echo(f"error: {addr} reported this list as spam; it is re-activated only with --force", err=True)
+            sys.exit(1)
         unknown = [k for k in sub.tags if k not in store.tags()]
         outcome = store.upsert_subscriber(sub, utcnow(), reactivate=True)
     for k in unknown:

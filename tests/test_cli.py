@@ -173,3 +173,18 @@ def test_issue_far_in_the_future_is_a_usage_error(site):
     """--issue 9999-W52 is refused as a usage error, not a crash."""
     result = invoke(site, "preview", "--issue", "9999-W52")
     assert result.exit_code == 2 and "Traceback" not in result.stderr
+
+
+def test_complained_address_needs_force_to_come_back(site):
+    """An address that reported spam is not re-activated by a plain `subscribers add`, only with --force."""
+    from newsletter.config import load_config
+    from newsletter.store import Store
+    from datetime import datetime, timezone
+    invoke(site, "subscribers", "add", "c@example.org")
+    with Store(load_config(site).store_path) as st:
+        st.set_subscriber_status("c@example.org", "complained", datetime(2026, 11, 25, tzinfo=timezone.utc))
+    result = invoke(site, "subscribers", "add", "c@example.org")
+    assert result.exit_code == 1 and "--force" in result.stderr
+    assert "c@example.org\tcomplained" in invoke(site, "subscribers", "list").stdout
+    assert invoke(site, "subscribers", "add", "c@example.org", "--force").exit_code == 0
+    assert "c@example.org\tactive" in invoke(site, "subscribers", "list").stdout

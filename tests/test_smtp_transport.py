@@ -302,3 +302,37 @@ def test_server_that_drips_greeting_lines_fails_within_timeout(tmp_path):
     assert time.monotonic() - start < 3
     stop.set()
     srv.close()
+
+
+def test_server_that_comes_up_late_is_retried(tmp_path):
+    """A refused connection is retried with backoff; the send goes through once the server listens."""
+    from aiosmtpd.controller import Controller
+    from tests.conftest import SmtpSink, _Handler, free_port
+
+    port = free_port()
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    cfg = make_config(tmp_path, transport=f'kind = "smtp"\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\ntimeout = 2')
+    cfg.write_text(cfg.read_text() + "\n[delivery]\nbackoff = 0.5\nmax_attempts = 4\n")
+    config = load_config(cfg)
+    sink = SmtpSink("127.0.0.1", port)
+    ctrl = Controller(_Handler(sink), hostname="127.0.0.1", port=port)
+    threading.Timer(0.3, ctrl.start).start()
+    try:
+        transport = make_transport(config)
+        transport._ensure()
+        transport.close()
+    finally:
+        time.sleep(0.1)
+        ctrl.stop()
+
+
+def test_refused_connection_gives_up_after_max_attempts(tmp_path):
+    """Nobody listening: the send stops with one 'cannot connect' line after max_attempts tries."""
+    from tests.conftest import free_port
+
+    write_jsonl(tmp_path / "reviews.jsonl", [review(1)])
+    cfg = make_config(tmp_path, transport=f'kind = "smtp"\nhost = "127.0.0.1"\nport = {free_port()}\nsecurity = "none"\ntimeout = 1')
+    cfg.write_text(cfg.read_text() + "\n[delivery]\nbackoff = 0.05\nmax_attempts = 2\n")
+    transport = make_transport(load_config(cfg))
+    with pytest.raises(DeliveryError, match="cannot connect"):
+        transport._ensure()

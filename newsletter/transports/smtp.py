@@ -20,11 +20,13 @@ import smtplib
 import socket
 import ssl
 import threading
+import time
 from typing import Optional, Sequence
 
 from ..config import Config
 from ..errors import ConfigError, DeliveryError
 from ..models import DeliveryResult, OutgoingMessage
+from ..pacing import backoff_delay
 from . import option, register
 
 SECURITY = ("starttls", "ssl", "none")
@@ -49,6 +51,7 @@ class SmtpTransport:
     idempotent = False
 
     def __init__(self, config: Config) -> None:
+        self.config = config
         self.host = option(config, "host", str, required=True)
         self.security = option(config, "security", str, "starttls")
         if self.security not in SECURITY:
@@ -103,15 +106,33 @@ class SmtpTransport:
             raise DeliveryError(f"smtp {self.host}:{self.port}: authentication refused ({exc.smtp_code})",
                                 hint="check username and the password variable") from None
         except (OSError, smtplib.SMTPException) as exc:
+            # Refused or reset at once: worth another try. Silence until the timeout is not
+            # (a server that never greets fails within `timeout`, as documented).
+            retryable = isinstance(exc, (ConnectionRefusedError, ConnectionResetError)) and watchdog.is_alive()
             if not watchdog.is_alive():
                 exc = f"no ready server within {self.timeout:g} s"
-            raise DeliveryError(f"smtp {self.host}:{self.port}: cannot connect: {exc}") from None
+            err = DeliveryError(f"smtp {self.host}:{self.port}: cannot connect: {exc}")
+            err.retryable = retryable
+            raise err from None
         finally:
             watchdog.cancel()
 
     def _ensure(self) -> smtplib.SMTP:
-        if self.conn is None:
-            self.conn = self._connect()
+        """The open connection, made if needed. A connection refused or reset at once is
+        tried ``[delivery] max_attempts`` times with exponential backoff and jitter; a
+        server silent past ``timeout`` or a refused login is not retried."""
+        attempts = max(1, self.config.delivery.max_attempts)
+        for attempt in range(1, attempts + 1):
+            if self.conn is not None:
+                return self.conn
+            try:
+                self.conn = self._connect()
+            except DeliveryError as exc:
+                if attempt == attempts or not getattr(exc, "retryable", False):
+                    raise
+                d = self.config.delivery
+                time.sleep(backoff_delay(attempt, d.backoff, d.backoff_max))
+        assert self.conn is not None
         return self.conn
 
     def _drop(self) -> None:
