@@ -11,7 +11,6 @@ import functools
 import sqlite3
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Optional

@@ -6,7 +6,7 @@ All datetimes are timezone-aware; stored and compared in UTC, shown in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable, Optional
 

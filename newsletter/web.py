@@ -43,7 +43,7 @@ from flask import Flask, Response, redirect, request, send_from_directory
 from itsdangerous import BadSignature, URLSafeSerializer
 
 from .config import Config, load_config, utcnow
-from .errors import DeliveryError, NewsletterError
+from .errors import NewsletterError
 from .feeds import opml_document
 from .links import Links
 from .render import Renderer, labels_for

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..config import Config
-from ..errors import ConfigError, DeliveryError
+from ..errors import DeliveryError
 from ..models import DeliveryResult, OutgoingMessage
 from . import option, register
 
